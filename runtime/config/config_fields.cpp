@@ -1,0 +1,254 @@
+#include "runtime/config/config_fields.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <sstream>
+#include <utility>
+
+#include "runtime/util/error.h"
+
+namespace dtrain {
+
+const char* to_string(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::kAdadelta: return "adadelta";
+    case OptimizerKind::kSgd: return "sgd";
+  }
+  return "?";
+}
+const char* to_string(LogFormat format) {
+  switch (format) {
+    case LogFormat::kKatib: return "katib";
+    case LogFormat::kPytorch: return "pytorch";
+  }
+  return "?";
+}
+const char* to_string(BackendKind kind) {
+  switch (kind) {
+    case BackendKind::kAuto: return "auto";
+    case BackendKind::kMpi: return "mpi";
+    case BackendKind::kNccl: return "nccl";
+  }
+  return "?";
+}
+const char* to_string(DeviceKind kind) {
+  switch (kind) {
+    case DeviceKind::kAuto: return "auto";
+    case DeviceKind::kCpu: return "cpu";
+    case DeviceKind::kCuda: return "cuda";
+  }
+  return "?";
+}
+
+namespace {
+
+// "run.yaml: train.batch_size" or "--batch-size (train.batch_size)".
+std::string subject(const std::string& key, const std::string& origin) {
+  if (origin.rfind("--", 0) == 0) return origin + " (" + key + ")";
+  return origin + ": " + key;
+}
+
+[[noreturn]] void bad_value(const std::string& key, const std::string& origin, const std::string& expected,
+                            const std::string& text) {
+  throw ConfigError(subject(key, origin) + " must be " + expected + ", got '" + text + "'");
+}
+
+std::string format_double(double value) {
+  std::ostringstream os;
+  os.precision(std::numeric_limits<double>::max_digits10 - 2);
+  os << value;
+  return os.str();
+}
+
+template <class T>
+using Ref = T& (*)(TrainConfig&);
+
+ConfigField make_field(std::string key, std::string flag, std::string help, std::string value_hint,
+                       bool is_bool = false) {
+  ConfigField field;
+  field.key = std::move(key);
+  field.flag = std::move(flag);
+  field.help = std::move(help);
+  field.value_hint = std::move(value_hint);
+  field.is_bool = is_bool;
+  return field;
+}
+
+ConfigField int_field(std::string key, std::string flag, std::string help, Ref<int64_t> ref, int64_t min_value,
+                      int64_t max_value = std::numeric_limits<int64_t>::max()) {
+  ConfigField field = make_field(key, std::move(flag), std::move(help), "INT");
+  std::string expected = "an integer >= " + std::to_string(min_value);
+  if (max_value != std::numeric_limits<int64_t>::max()) {
+    expected = "an integer in [" + std::to_string(min_value) + ", " + std::to_string(max_value) + "]";
+  }
+  field.parse = [key, ref, min_value, max_value, expected](TrainConfig& c, const std::string& text,
+                                                           const std::string& origin) {
+    int64_t value = 0;
+    const char* end = text.data() + text.size();
+    auto [ptr, ec] = std::from_chars(text.data(), end, value);
+    if (text.empty() || ec != std::errc() || ptr != end) bad_value(key, origin, expected, text);
+    if (value < min_value || value > max_value) bad_value(key, origin, expected, text);
+    ref(c) = value;
+  };
+  field.format = [ref](const TrainConfig& c) { return std::to_string(ref(const_cast<TrainConfig&>(c))); };
+  return field;
+}
+
+// A finite float in (min_value, max_value] or [min_value, max_value] when min_inclusive.
+ConfigField float_field(std::string key, std::string flag, std::string help, Ref<double> ref, double min_value,
+                        bool min_inclusive, double max_value = std::numeric_limits<double>::infinity()) {
+  ConfigField field = make_field(key, std::move(flag), std::move(help), "FLOAT");
+  std::string expected = std::string("a number ") + (min_inclusive ? ">= " : "> ") + format_double(min_value);
+  if (std::isfinite(max_value)) expected += " and <= " + format_double(max_value);
+  field.parse = [key, ref, min_value, min_inclusive, max_value, expected](TrainConfig& c, const std::string& text,
+                                                                          const std::string& origin) {
+    errno = 0;
+    char* end = nullptr;
+    const double value = std::strtod(text.c_str(), &end);
+    if (text.empty() || errno != 0 || end != text.c_str() + text.size() || !std::isfinite(value)) {
+      bad_value(key, origin, expected, text);
+    }
+    const bool above_min = min_inclusive ? value >= min_value : value > min_value;
+    if (!above_min || value > max_value) bad_value(key, origin, expected, text);
+    ref(c) = value;
+  };
+  field.format = [ref](const TrainConfig& c) { return format_double(ref(const_cast<TrainConfig&>(c))); };
+  return field;
+}
+
+ConfigField bool_field(std::string key, std::string flag, std::string help, Ref<bool> ref) {
+  ConfigField field = make_field(key, std::move(flag), std::move(help), "BOOL", true);
+  field.parse = [key, ref](TrainConfig& c, const std::string& text, const std::string& origin) {
+    if (text == "true") {
+      ref(c) = true;
+    } else if (text == "false") {
+      ref(c) = false;
+    } else {
+      bad_value(key, origin, "true or false", text);
+    }
+  };
+  field.format = [ref](const TrainConfig& c) { return std::string(ref(const_cast<TrainConfig&>(c)) ? "true" : "false"); };
+  return field;
+}
+
+ConfigField string_field(std::string key, std::string flag, std::string help, Ref<std::string> ref,
+                         bool allow_empty) {
+  ConfigField field = make_field(key, std::move(flag), std::move(help), "PATH");
+  field.parse = [key, ref, allow_empty](TrainConfig& c, const std::string& text, const std::string& origin) {
+    if (!allow_empty && text.empty()) bad_value(key, origin, "a non-empty string", text);
+    ref(c) = text;
+  };
+  field.format = [ref](const TrainConfig& c) { return ref(const_cast<TrainConfig&>(c)); };
+  return field;
+}
+
+template <class E>
+ConfigField enum_field(std::string key, std::string flag, std::string help, Ref<E> ref, std::vector<E> values) {
+  std::string choices;
+  for (E value : values) choices += (choices.empty() ? "" : "|") + std::string(to_string(value));
+  ConfigField field = make_field(key, std::move(flag), std::move(help), choices);
+  field.parse = [key, ref, values, choices](TrainConfig& c, const std::string& text, const std::string& origin) {
+    for (E value : values) {
+      if (text == to_string(value)) {
+        ref(c) = value;
+        return;
+      }
+    }
+    bad_value(key, origin, "one of " + choices, text);
+  };
+  field.format = [ref](const TrainConfig& c) { return std::string(to_string(ref(const_cast<TrainConfig&>(c)))); };
+  return field;
+}
+
+std::vector<ConfigField> build_fields() {
+  std::vector<ConfigField> f;
+  f.push_back(string_field("workload", "workload", "workload to train (see --list-workloads)",
+                           [](TrainConfig& c) -> std::string& { return c.workload; }, false));
+  f.back().value_hint = "NAME";
+
+  f.push_back(int_field("train.epochs", "epochs", "number of epochs",
+                        [](TrainConfig& c) -> int64_t& { return c.train.epochs; }, 1));
+  f.push_back(int_field("train.batch_size", "batch-size",
+                        "samples per step on EACH rank (global batch = batch-size x ranks)",
+                        [](TrainConfig& c) -> int64_t& { return c.train.batch_size; }, 1));
+  f.push_back(int_field("train.eval_batch_size", "eval-batch-size", "samples per evaluation step on each rank",
+                        [](TrainConfig& c) -> int64_t& { return c.train.eval_batch_size; }, 1));
+  f.push_back(enum_field<OptimizerKind>("train.optimizer", "optimizer", "optimizer",
+                                        [](TrainConfig& c) -> OptimizerKind& { return c.train.optimizer; },
+                                        {OptimizerKind::kAdadelta, OptimizerKind::kSgd}));
+  f.push_back(float_field("train.lr", "lr", "initial learning rate",
+                          [](TrainConfig& c) -> double& { return c.train.lr; }, 0.0, false));
+  f.push_back(float_field("train.momentum", "momentum", "SGD momentum",
+                          [](TrainConfig& c) -> double& { return c.train.momentum; }, 0.0, true, 1.0));
+  f.push_back(float_field("train.lr_gamma", "lr-gamma", "learning-rate decay factor (StepLR gamma)",
+                          [](TrainConfig& c) -> double& { return c.train.lr_gamma; }, 0.0, false, 1.0));
+  f.push_back(int_field("train.lr_step_epochs", "lr-step-epochs", "epochs between learning-rate decays",
+                        [](TrainConfig& c) -> int64_t& { return c.train.lr_step_epochs; }, 1));
+  f.push_back(int_field("train.seed", "seed", "seed for initialisation, shuffling, dropout and synthetic data",
+                        [](TrainConfig& c) -> int64_t& { return c.train.seed; }, 0));
+  f.push_back(int_field("train.max_steps", "max-steps", "stop each epoch after this many steps per rank (0 = no limit)",
+                        [](TrainConfig& c) -> int64_t& { return c.train.max_steps; }, 0));
+  f.push_back(int_field("train.accumulate", "accumulate",
+                        "backward passes per optimizer step (gradient accumulation; only the last communicates)",
+                        [](TrainConfig& c) -> int64_t& { return c.train.accumulate; }, 1, 1024));
+  f.push_back(int_field("train.threads", "threads", "intra-op threads per rank (0 = cores per node / ranks per node)",
+                        [](TrainConfig& c) -> int64_t& { return c.train.threads; }, 0, 1024));
+
+  f.push_back(string_field("data.dir", "data-dir", "directory with the dataset files (empty = workload default)",
+                           [](TrainConfig& c) -> std::string& { return c.data.dir; }, true));
+  f.push_back(bool_field("data.synthetic", "synthetic", "train on deterministic generated data of the same shape",
+                         [](TrainConfig& c) -> bool& { return c.data.synthetic; }));
+
+  f.push_back(enum_field<BackendKind>("comm.backend", "backend", "gradient communication backend",
+                                      [](TrainConfig& c) -> BackendKind& { return c.comm.backend; },
+                                      {BackendKind::kAuto, BackendKind::kMpi, BackendKind::kNccl}));
+  f.push_back(enum_field<DeviceKind>("comm.device", "device", "compute device",
+                                     [](TrainConfig& c) -> DeviceKind& { return c.comm.device; },
+                                     {DeviceKind::kAuto, DeviceKind::kCpu, DeviceKind::kCuda}));
+  f.push_back(float_field("comm.bucket_mb", "bucket-mb", "gradient bucket size in MiB",
+                          [](TrainConfig& c) -> double& { return c.comm.bucket_mb; }, 0.0, false, 4096.0));
+  f.push_back(float_field("comm.first_bucket_mb", "first-bucket-mb", "size of the first (earliest) bucket in MiB",
+                          [](TrainConfig& c) -> double& { return c.comm.first_bucket_mb; }, 0.0, false, 4096.0));
+  f.push_back(float_field("comm.timeout_s", "comm-timeout-s",
+                          "seconds a collective may take before the run fails instead of hanging",
+                          [](TrainConfig& c) -> double& { return c.comm.timeout_s; }, 0.0, false));
+
+  f.push_back(string_field("log.dir", "log-dir", "directory for the JSON-lines run log and the effective config",
+                           [](TrainConfig& c) -> std::string& { return c.log.dir; }, false));
+  f.push_back(enum_field<LogFormat>("log.format", "log-format", "console format of per-epoch metrics",
+                                    [](TrainConfig& c) -> LogFormat& { return c.log.format; },
+                                    {LogFormat::kKatib, LogFormat::kPytorch}));
+  f.push_back(int_field("log.interval", "log-interval", "steps between training progress lines (0 = none)",
+                        [](TrainConfig& c) -> int64_t& { return c.log.interval; }, 0));
+  f.push_back(bool_field("log.progress_bar", "progress-bar", "draw a progress bar when stderr is a terminal",
+                         [](TrainConfig& c) -> bool& { return c.log.progress_bar; }));
+
+  f.push_back(string_field("checkpoint.dir", "checkpoint-dir", "directory for per-epoch checkpoints",
+                           [](TrainConfig& c) -> std::string& { return c.checkpoint.dir; }, false));
+  f.push_back(bool_field("checkpoint.resume", "resume", "continue from the newest checkpoint in checkpoint.dir",
+                         [](TrainConfig& c) -> bool& { return c.checkpoint.resume; }));
+  f.push_back(int_field("checkpoint.keep", "checkpoint-keep", "newest checkpoints to keep (0 = all)",
+                        [](TrainConfig& c) -> int64_t& { return c.checkpoint.keep; }, 0));
+  f.push_back(bool_field("checkpoint.enabled", "checkpoint", "write a checkpoint at the end of each epoch",
+                         [](TrainConfig& c) -> bool& { return c.checkpoint.enabled; }));
+  return f;
+}
+
+}  // namespace
+
+const std::vector<ConfigField>& config_fields() {
+  static const std::vector<ConfigField> fields = build_fields();
+  return fields;
+}
+
+const ConfigField* find_config_field(const std::string& key) {
+  for (const ConfigField& field : config_fields()) {
+    if (field.key == key) return &field;
+  }
+  return nullptr;
+}
+
+}  // namespace dtrain

@@ -1,0 +1,19 @@
+// YAML configuration files: nested keys mirror the CLI flags (train.batch_size <-> --batch-size).
+#pragma once
+
+#include <string>
+
+#include "runtime/config/config.h"
+
+namespace dtrain {
+
+// Applies every key of the YAML document to `config`, recording `origin` in `sources`.
+// Throws ConfigError for unreadable files, syntax errors, unknown keys and bad values.
+void apply_yaml_text(const std::string& yaml_text, const std::string& origin, TrainConfig& config,
+                     ConfigSources& sources);
+void apply_yaml_file(const std::string& path, TrainConfig& config, ConfigSources& sources);
+
+// The effective configuration as a YAML document that apply_yaml_text accepts unchanged.
+std::string to_yaml(const TrainConfig& config);
+
+}  // namespace dtrain

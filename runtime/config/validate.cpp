@@ -1,0 +1,32 @@
+#include "runtime/config/validate.h"
+
+#include "runtime/util/error.h"
+
+namespace dtrain {
+namespace {
+
+std::string described(const std::string& key, const ConfigSources& sources) {
+  auto it = sources.find(key);
+  return key + (it == sources.end() ? " (default)" : " (from " + it->second + ")");
+}
+
+}  // namespace
+
+void validate_config(const TrainConfig& config, const ConfigSources& sources) {
+  if (config.data.synthetic && !config.data.dir.empty()) {
+    throw ConfigError(described("data.synthetic", sources) + " and " + described("data.dir", sources) +
+                      " are both set; use one: generated data or the files in '" + config.data.dir + "'");
+  }
+  if (config.comm.first_bucket_mb > config.comm.bucket_mb) {
+    throw ConfigError(described("comm.first_bucket_mb", sources) + " must not exceed " +
+                      described("comm.bucket_mb", sources) + ", got " + std::to_string(config.comm.first_bucket_mb) +
+                      " > " + std::to_string(config.comm.bucket_mb));
+  }
+  if (config.checkpoint.resume && !config.checkpoint.enabled) {
+    // Resuming without writing would silently lose every epoch trained after the resume.
+    throw ConfigError(described("checkpoint.resume", sources) + " needs checkpoints, but " +
+                      described("checkpoint.enabled", sources) + " is false");
+  }
+}
+
+}  // namespace dtrain

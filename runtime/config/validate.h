@@ -1,0 +1,11 @@
+// Cross-field rules that no single key can check. Run on every rank before the first collective.
+#pragma once
+
+#include "runtime/config/config.h"
+
+namespace dtrain {
+
+// Throws ConfigError naming the keys involved and where their values came from.
+void validate_config(const TrainConfig& config, const ConfigSources& sources);
+
+}  // namespace dtrain

@@ -1,0 +1,52 @@
+#include "runtime/bootstrap/mpi_detail.h"
+
+#include <sched.h>
+
+#include <sstream>
+
+#include "runtime/util/timer.h"
+
+namespace dtrain::detail {
+
+std::string mpi_error_string(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
+  return std::string(text, static_cast<size_t>(length));
+}
+
+std::string mpi_rank_prefix() {
+  int initialized = 0;
+  int finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) return "";
+  int rank = 0;
+  int size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return "[rank " + std::to_string(rank) + "/" + std::to_string(size) + "] ";
+}
+
+void wait_mpi_request(MPI_Request* request, double timeout_s, const std::string& what) {
+  Stopwatch watch;
+  // MPI_Test drives progress like MPI_Wait does; checking the clock every few thousand polls keeps the
+  // timeout from adding measurable latency to small collectives.
+  for (unsigned polls = 1;; ++polls) {
+    int done = 0;
+    DTRAIN_MPI_CHECK(MPI_Test(request, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    if (polls % 4096 == 0) {
+      if (watch.elapsed_s() > timeout_s) {
+        std::ostringstream os;
+        os << mpi_rank_prefix() << what << " did not complete within " << timeout_s
+           << " s (comm.timeout_s); a peer rank is dead, stuck or far behind";
+        throw CommError(os.str());
+      }
+      // With more ranks than cores, give the core to a peer that still has to reach the collective.
+      sched_yield();
+    }
+  }
+}
+
+}  // namespace dtrain::detail

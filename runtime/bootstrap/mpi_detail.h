@@ -1,0 +1,31 @@
+// Internal to runtime/: MPI call checking and timed waits. Only .cpp files include this (it pulls in
+// mpi.h); public headers stay free of MPI types.
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+
+#include "runtime/util/check.h"
+
+namespace dtrain::detail {
+
+std::string mpi_error_string(int code);
+std::string mpi_rank_prefix();  // "[rank r/n] ", safe to call whenever MPI is initialised
+
+// Polls `request` until it completes. Throws CommError naming `what` after `timeout_s` seconds, so a
+// dead or stuck peer fails this rank instead of hanging it.
+void wait_mpi_request(MPI_Request* request, double timeout_s, const std::string& what);
+
+}  // namespace dtrain::detail
+
+// Throws CommError "[rank r/n] MPI_Allreduce(...) failed (<MPI message>), file.cpp:42".
+#define DTRAIN_MPI_CHECK(call)                                                                        \
+  do {                                                                                                \
+    const int dtrain_mpi_rc_ = (call);                                                                \
+    if (dtrain_mpi_rc_ != MPI_SUCCESS) {                                                              \
+      ::dtrain::detail::throw_call_error(::dtrain::detail::mpi_rank_prefix(), #call,                  \
+                                         ::dtrain::detail::mpi_error_string(dtrain_mpi_rc_), __FILE__, \
+                                         __LINE__);                                                   \
+    }                                                                                                 \
+  } while (false)

@@ -1,0 +1,95 @@
+#include "runtime/bootstrap/mpi_session.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/bootstrap/mpi_detail.h"
+
+namespace dtrain {
+
+MpiSession::MpiSession(int* argc, char*** argv) {
+  int provided = 0;
+  DTRAIN_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
+  if (provided < MPI_THREAD_SERIALIZED) {
+    MPI_Finalize();
+    throw CommError("MPI_Init_thread provided thread level " + std::to_string(provided) +
+                    ", dtrain needs MPI_THREAD_SERIALIZED (" + std::to_string(MPI_THREAD_SERIALIZED) +
+                    "): autograd hooks start collectives from the backward thread");
+  }
+  // Errors come back as codes and become CommErrors with context, instead of MPI's default abort.
+  DTRAIN_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  DTRAIN_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+  DTRAIN_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size_));
+
+  MPI_Comm node_comm = MPI_COMM_NULL;
+  DTRAIN_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_comm));
+  DTRAIN_MPI_CHECK(MPI_Comm_rank(node_comm, &local_rank_));
+  DTRAIN_MPI_CHECK(MPI_Comm_size(node_comm, &local_world_size_));
+  DTRAIN_MPI_CHECK(MPI_Comm_free(&node_comm));
+
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  DTRAIN_MPI_CHECK(MPI_Get_processor_name(name, &length));
+  std::vector<char> all(static_cast<size_t>(world_size_) * MPI_MAX_PROCESSOR_NAME, '\0');
+  DTRAIN_MPI_CHECK(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME,
+                                 MPI_CHAR, MPI_COMM_WORLD));
+  for (int r = 0; r < world_size_; ++r) {
+    const char* entry = all.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME;
+    hostnames_.emplace_back(entry, strnlen(entry, MPI_MAX_PROCESSOR_NAME));
+  }
+
+  char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  DTRAIN_MPI_CHECK(MPI_Get_library_version(version, &length));
+  mpi_library_version_.assign(version, static_cast<size_t>(length));
+  // Open MPI reports "Open MPI v4.1.4, package: ..., ident: ..., repo rev: ..., date"; keep the first part.
+  const auto comma = mpi_library_version_.find(',');
+  if (comma != std::string::npos) mpi_library_version_.resize(comma);
+  while (!mpi_library_version_.empty() && std::isspace(static_cast<unsigned char>(mpi_library_version_.back()))) {
+    mpi_library_version_.pop_back();
+  }
+}
+
+MpiSession::~MpiSession() {
+  if (!aborted_) MPI_Finalize();
+}
+
+std::vector<std::string> MpiSession::unique_hosts() const {
+  std::vector<std::string> hosts;
+  for (const std::string& host : hostnames_) {
+    if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
+  }
+  return hosts;
+}
+
+std::string MpiSession::rank_prefix() const {
+  return "[rank " + std::to_string(rank_) + "/" + std::to_string(world_size_) + "] ";
+}
+
+std::string MpiSession::first_error(const std::string& local_error, double timeout_s) const {
+  if (world_size_ == 1) return local_error.empty() ? "" : local_error;
+  // Lowest failing rank, then that rank's message length, then the message itself.
+  int failing = local_error.empty() ? world_size_ : rank_;
+  MPI_Request request = MPI_REQUEST_NULL;
+  DTRAIN_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &failing, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &request));
+  detail::wait_mpi_request(&request, timeout_s, "agreeing on errors across ranks");
+  if (failing == world_size_) return "";
+
+  const std::string mine = failing == rank_ ? local_error : "";
+  long long length = static_cast<long long>(mine.size());
+  DTRAIN_MPI_CHECK(MPI_Ibcast(&length, 1, MPI_LONG_LONG, failing, MPI_COMM_WORLD, &request));
+  detail::wait_mpi_request(&request, timeout_s, "broadcasting an error message");
+  std::string message(static_cast<size_t>(length), '\0');
+  if (failing == rank_) message = mine;
+  DTRAIN_MPI_CHECK(MPI_Ibcast(message.data(), static_cast<int>(length), MPI_CHAR, failing, MPI_COMM_WORLD, &request));
+  detail::wait_mpi_request(&request, timeout_s, "broadcasting an error message");
+  if (failing == 0 || message.rfind("[rank ", 0) == 0) return message;
+  return "[rank " + std::to_string(failing) + "/" + std::to_string(world_size_) + "] " + message;
+}
+
+void MpiSession::abort(int exit_code) {
+  aborted_ = true;
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::abort();  // MPI_Abort does not return; this satisfies [[noreturn]] if an implementation does
+}
+
+}  // namespace dtrain

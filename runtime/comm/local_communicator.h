@@ -1,0 +1,20 @@
+// The world-size-1 communicator: every collective is the identity. Lets the reducer and trainer run
+// (and be tested) without MPI.
+#pragma once
+
+#include "runtime/comm/communicator.h"
+
+namespace dtrain {
+
+class LocalCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  std::string backend_name() const override { return "local"; }
+  std::unique_ptr<Work> allreduce_async(at::Tensor tensor, ReduceOp op) override;
+  void broadcast(at::Tensor& tensor, int root) override;
+  at::Tensor allgather(const at::Tensor& tensor) override;
+  void barrier() override {}
+};
+
+}  // namespace dtrain

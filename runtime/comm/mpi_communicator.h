@@ -1,0 +1,35 @@
+// Collectives over MPI on CPU tensors, on a private duplicate of MPI_COMM_WORLD so nothing else can
+// interleave messages with them. Asynchronous allreduce is MPI_Iallreduce; progress is driven by
+// Work::is_completed() polls (the reducer polls from autograd hooks) and by wait().
+#pragma once
+
+#include <memory>
+
+#include "runtime/bootstrap/mpi_session.h"
+#include "runtime/comm/communicator.h"
+
+namespace dtrain {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Collective over all ranks of `session` (duplicates its communicator). timeout_s bounds every wait.
+  MpiCommunicator(const MpiSession& session, double timeout_s);
+  ~MpiCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+  std::string backend_name() const override { return "mpi"; }
+  std::unique_ptr<Work> allreduce_async(at::Tensor tensor, ReduceOp op) override;
+  void broadcast(at::Tensor& tensor, int root) override;
+  at::Tensor allgather(const at::Tensor& tensor) override;
+  void barrier() override;
+
+ private:
+  struct Impl;  // holds the MPI_Comm
+  std::unique_ptr<Impl> impl_;
+  int rank_ = 0;
+  int world_size_ = 1;
+  double timeout_s_;
+};
+
+}  // namespace dtrain

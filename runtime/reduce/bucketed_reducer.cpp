@@ -1,0 +1,181 @@
+#include "runtime/reduce/bucketed_reducer.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <map>
+#include <sstream>
+
+#include "runtime/util/check.h"
+
+namespace dtrain {
+namespace {
+
+// Runs after AccumulateGrad wrote a parameter's .grad: the moment its bucket slot holds the final value.
+class GradReadyHook final : public torch::autograd::FunctionPostHook {
+ public:
+  GradReadyHook(BucketedReducer* reducer, size_t index) : reducer_(reducer), index_(index) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list& /*inputs*/) override {
+    reducer_->mark_grad_ready(index_);
+    return outputs;
+  }
+
+ private:
+  BucketedReducer* reducer_;
+  size_t index_;
+};
+
+std::string group_of(const at::Tensor& t) {
+  std::ostringstream os;
+  os << t.scalar_type() << "@" << t.device();
+  return os.str();
+}
+
+// One broadcast per dtype/device group instead of one per tensor: a model has hundreds of small tensors.
+void broadcast_from_root(const std::vector<at::Tensor>& tensors, Communicator& comm) {
+  std::map<std::string, std::vector<at::Tensor>> groups;
+  for (const at::Tensor& t : tensors) groups[group_of(t)].push_back(t.detach());
+  at::NoGradGuard no_grad;
+  for (auto& [group, members] : groups) {
+    std::vector<at::Tensor> flat_parts;
+    for (const at::Tensor& t : members) flat_parts.push_back(t.reshape(-1));
+    at::Tensor flat = at::cat(flat_parts);
+    comm.broadcast(flat, 0);
+    int64_t offset = 0;
+    for (at::Tensor& t : members) {
+      t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
+      offset += t.numel();
+    }
+  }
+}
+
+}  // namespace
+
+BucketedReducer::BucketedReducer(std::vector<at::Tensor> params, const std::vector<at::Tensor>& buffers,
+                                 Communicator& comm, const BucketOptions& options)
+    : params_(std::move(params)), comm_(comm) {
+  std::vector<at::Tensor> state = params_;
+  state.insert(state.end(), buffers.begin(), buffers.end());
+  if (comm_.world_size() > 1) broadcast_from_root(state, comm_);
+
+  std::vector<ParamInfo> infos;
+  for (const at::Tensor& p : params_) {
+    DTRAIN_CHECK(p.requires_grad(), Error, "BucketedReducer: every parameter must require grad");
+    DTRAIN_CHECK(p.is_contiguous(), Error, "BucketedReducer: parameter of shape " << p.sizes() << " is not contiguous");
+    infos.push_back(ParamInfo{static_cast<int64_t>(p.nbytes()), group_of(p)});
+  }
+  specs_ = assign_buckets(infos, options);
+
+  bucket_of_param_.resize(params_.size());
+  grad_ptrs_.resize(params_.size());
+  at::NoGradGuard no_grad;
+  for (size_t b = 0; b < specs_.size(); ++b) {
+    int64_t numel = 0;
+    for (size_t i : specs_[b].param_indices) numel += params_[i].numel();
+    const at::Tensor& first = params_[specs_[b].param_indices.front()];
+    at::Tensor buffer = at::zeros({numel}, first.options().requires_grad(false));
+    int64_t offset = 0;
+    for (size_t i : specs_[b].param_indices) {
+      at::Tensor& p = params_[i];
+      at::Tensor view = buffer.narrow(0, offset, p.numel()).view(p.sizes());
+      if (p.grad().defined()) view.copy_(p.grad());
+      p.mutable_grad() = view;
+      grad_ptrs_[i] = view.data_ptr();
+      bucket_of_param_[i] = b;
+      offset += p.numel();
+    }
+    buffers_.push_back(std::move(buffer));
+  }
+
+  for (size_t i = 0; i < params_.size(); ++i) {
+    std::shared_ptr<torch::autograd::Node> accumulator = torch::autograd::impl::grad_accumulator(params_[i]);
+    DTRAIN_CHECK(accumulator != nullptr, Error, "BucketedReducer: parameter " << i << " is not a leaf tensor");
+    hook_keys_.push_back(accumulator->add_post_hook(std::make_unique<GradReadyHook>(this, i)));
+    accumulators_.push_back(std::move(accumulator));
+  }
+  pending_.resize(specs_.size());
+  param_seen_.resize(params_.size());
+}
+
+BucketedReducer::~BucketedReducer() {
+  for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
+  // Unfinished works complete in their destructors before the buffers they write to are freed.
+  works_.clear();
+}
+
+void BucketedReducer::prepare_backward(bool sync) {
+  DTRAIN_CHECK(!prepared_, Error, "BucketedReducer: prepare_backward called twice without finish_backward");
+  for (size_t i = 0; i < params_.size(); ++i) {
+    // AccumulateGrad adds into an existing .grad in place; a replaced .grad would bypass the buckets.
+    DTRAIN_CHECK(params_[i].grad().defined() && params_[i].grad().data_ptr() == grad_ptrs_[i], Error,
+                 "BucketedReducer: parameter " << i << " (shape " << params_[i].sizes()
+                                               << ") had its .grad replaced; zero gradients with the reducer's "
+                                                  "zero_grad(), not by assigning or resetting .grad");
+  }
+  prepared_ = true;
+  sync_ = sync && comm_.world_size() > 1;
+  for (size_t b = 0; b < specs_.size(); ++b) pending_[b] = specs_[b].param_indices.size();
+  std::fill(param_seen_.begin(), param_seen_.end(), false);
+  next_launch_ = 0;
+  first_unfinished_ = 0;
+  works_.clear();
+}
+
+void BucketedReducer::mark_grad_ready(size_t index) {
+  DTRAIN_CHECK(prepared_, Error, "BucketedReducer: backward ran without prepare_backward()");
+  if (!sync_) return;
+  DTRAIN_CHECK(!param_seen_[index], Error,
+               "BucketedReducer: parameter " << index << " received two gradients in one backward; "
+                                             << "call backward once per prepare_backward()");
+  param_seen_[index] = true;
+  const size_t bucket = bucket_of_param_[index];
+  DTRAIN_CHECK(bucket >= next_launch_, Error,
+               "BucketedReducer: gradient of parameter " << index << " arrived after its bucket " << bucket
+                                                          << " was sent");
+  --pending_[bucket];
+  launch_ready_buckets();
+  poll_in_flight();
+}
+
+void BucketedReducer::launch_ready_buckets() {
+  // Launch strictly in bucket order so that every rank issues the same sequence of collectives, whatever
+  // order its own gradients arrived in.
+  while (next_launch_ < specs_.size() && pending_[next_launch_] == 0) launch(next_launch_++);
+}
+
+void BucketedReducer::launch(size_t bucket) {
+  if (bucket == 0) since_first_launch_.reset();
+  works_.push_back(comm_.allreduce_async(buffers_[bucket], ReduceOp::kAverage));
+}
+
+void BucketedReducer::poll_in_flight() {
+  // Lets backends that progress only inside library calls (MPI) move data while backward computes.
+  while (first_unfinished_ < works_.size() && works_[first_unfinished_]->is_completed()) ++first_unfinished_;
+}
+
+StepCommStats BucketedReducer::finish_backward() {
+  DTRAIN_CHECK(prepared_, Error, "BucketedReducer: finish_backward called without prepare_backward");
+  prepared_ = false;
+  StepCommStats stats;
+  if (!sync_) return stats;
+  Stopwatch exposed;
+  // Buckets of parameters that got no gradient this step (unused branches) still go out, in order, so the
+  // collective sequence matches on every rank.
+  while (next_launch_ < specs_.size()) launch(next_launch_++);
+  for (auto& work : works_) work->wait();
+  stats.exposed_comm_s = exposed.elapsed_s();
+  stats.comm_s = since_first_launch_.elapsed_s();
+  stats.buckets = static_cast<int64_t>(specs_.size());
+  for (const BucketSpec& spec : specs_) stats.bytes_reduced += spec.bytes;
+  works_.clear();
+  return stats;
+}
+
+void BucketedReducer::zero_grad() {
+  for (at::Tensor& buffer : buffers_) buffer.zero_();
+}
+
+}  // namespace dtrain

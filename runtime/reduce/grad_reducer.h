@@ -1,0 +1,32 @@
+// The gradient reducer interface: what the trainer needs to make gradients equal on every rank.
+// The reducer owns the gradient tensors of the parameters it was given.
+#pragma once
+
+#include <cstdint>
+
+namespace dtrain {
+
+struct StepCommStats {
+  int64_t bytes_reduced = 0;    // payload of the allreduces this step
+  double comm_s = 0.0;          // from the first bucket's launch until every bucket had completed
+  double exposed_comm_s = 0.0;  // part of comm_s after backward returned: communication backward did not hide
+  int64_t buckets = 0;
+};
+
+class GradReducer {
+ public:
+  virtual ~GradReducer() = default;
+
+  // Local. Call before every backward. With sync == false (gradient accumulation micro-steps) gradients
+  // only accumulate locally; with sync == true buckets are allreduced as their gradients become ready.
+  virtual void prepare_backward(bool sync) = 0;
+
+  // Collective when the backward was prepared with sync == true: waits for every bucket, leaving each
+  // parameter's .grad equal to the average over ranks. Throws CommError on backend failure or timeout.
+  virtual StepCommStats finish_backward() = 0;
+
+  // Local: zeroes every gradient (in place; the reducer's gradient storage stays put).
+  virtual void zero_grad() = 0;
+};
+
+}  // namespace dtrain

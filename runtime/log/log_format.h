@@ -1,0 +1,35 @@
+// The console line formats, as pure functions so tests can check them against the grammars that
+// downstream analysis tools parse. No line may contain the substring "real": those tools take the first
+// line containing it as bash `time` output.
+#pragma once
+
+#include <ctime>
+#include <string>
+
+#include "runtime/log/run_events.h"
+
+namespace dtrain {
+
+// "2026-11-21T10:00:00Z"
+std::string utc_timestamp(std::time_t when);
+
+// Kubeflow Katib metrics line:
+// "2026-11-21T10:00:00Z INFO     {metricName: accuracy, metricValue: 0.8101};{metricName: loss, metricValue: 0.5212}"
+std::string katib_metrics_line(const EpochStats& stats, std::time_t when);
+
+// "Train Epoch: 1 [1280/60000 (2%)]\tloss=0.6931"
+std::string katib_progress_line(const ProgressInfo& progress);
+
+// pytorch/examples style: "Train Epoch: 1 [1280/60000 (2%)]\tLoss: 0.693147"
+std::string pytorch_progress_line(const ProgressInfo& progress);
+
+// pytorch/examples style: "Test set: Average loss: 0.0456, Accuracy: 9861/10000 (99%)"
+std::string pytorch_test_line(const EpochStats& stats);
+
+// "epoch 3/10 | train_loss 0.1234 | test_loss 0.0456 | test_acc 98.61% | 12.3 s | 48213 samples/s"
+std::string epoch_summary_line(const EpochStats& stats);
+
+// "[=========>          ] 45% 210/469 steps"
+std::string progress_bar(int64_t done, int64_t total, int width);
+
+}  // namespace dtrain

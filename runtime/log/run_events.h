@@ -1,0 +1,64 @@
+// Plain records of what happened in a run, filled by the trainer and written by the RunLogger.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtrain {
+
+struct RunInfo {
+  std::string workload;
+  std::string config_yaml;  // the effective configuration
+  int world_size = 1;
+  std::vector<std::string> hosts;  // unique, in rank order
+  int ranks_per_host = 1;          // largest number of ranks on one host
+  std::string backend;
+  std::string device;
+  int threads_per_rank = 1;
+  std::string torch_version;
+  std::string mpi_version;
+  std::string dtrain_version;
+  std::string data_description;
+  int64_t train_samples = 0;
+  int64_t test_samples = 0;
+  int64_t parameters = 0;
+};
+
+struct ProgressInfo {
+  int64_t epoch = 0;
+  int64_t samples_done = 0;   // global, this epoch
+  int64_t samples_total = 0;  // global dataset size
+  double loss = 0.0;          // mean training loss since the previous progress line, over all ranks
+};
+
+struct EpochStats {
+  int64_t epoch = 0;
+  int64_t epochs = 0;
+  double lr = 0.0;
+  int64_t steps = 0;             // per rank
+  int64_t train_samples = 0;     // global
+  double train_loss = 0.0;       // mean over the epoch's training samples, all ranks
+  double test_loss = 0.0;        // mean over the whole test set
+  double test_accuracy = 0.0;    // fraction of the whole test set classified correctly
+  int64_t test_correct = 0;
+  int64_t test_samples = 0;
+  double epoch_s = 0.0;          // train + eval + checkpoint
+  double train_s = 0.0;
+  double eval_s = 0.0;
+  double samples_per_s = 0.0;    // global training samples / train_s
+  double comm_s = 0.0;           // rank 0's summed allreduce windows
+  double exposed_comm_s = 0.0;   // rank 0's communication not hidden behind backward
+  int64_t bytes_allreduced = 0;  // per rank
+  std::string checkpoint_path;   // empty if none was written
+};
+
+struct RunSummary {
+  int64_t epochs_run = 0;
+  double total_s = 0.0;
+  double final_test_accuracy = 0.0;
+  double final_test_loss = 0.0;
+  std::vector<int64_t> peak_rss_bytes;  // per rank
+};
+
+}  // namespace dtrain

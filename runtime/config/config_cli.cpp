@@ -30,7 +30,7 @@ cxxopts::Options make_options() {
     if (field.is_bool) value->implicit_value("true");
     const auto dot = field.key.find('.');
     const std::string group = dot == std::string::npos ? "general" : field.key.substr(0, dot);
-    options.add_options(group)(field.flag, help, value, field.is_bool ? "" : field.value_hint);
+    options.add_options(group)(field.flag, help, value, field.value_hint);
   }
   return options;
 }

@@ -138,7 +138,7 @@ MetricTotals Trainer::train_epoch(int64_t epoch, GradReducer& reducer, EpochStat
     const int64_t begin = step * opt.batch_size;
     const int64_t count = std::min(opt.batch_size, samples - begin);
     const at::Tensor batch_index = index.narrow(0, begin, count);
-    const at::Tensor inputs = train.inputs.index_select(0, batch_index);
+    const at::Tensor inputs = train.gather_inputs(batch_index);
     const at::Tensor targets = train.targets.index_select(0, batch_index);
 
     // Accumulation groups of `accumulate` backward passes; the epoch's last group may be shorter, and its
@@ -195,7 +195,7 @@ MetricTotals Trainer::evaluate() {
   at::Tensor correct = at::zeros({}, test.inputs.options().dtype(at::kLong));
   for (int64_t begin = shard.begin; begin < shard.end; begin += config_.train.eval_batch_size) {
     const int64_t count = std::min(config_.train.eval_batch_size, shard.end - begin);
-    const at::Tensor outputs = model_->forward(test.inputs.narrow(0, begin, count));
+    const at::Tensor outputs = model_->forward(test.slice_inputs(begin, count));
     const at::Tensor targets = test.targets.narrow(0, begin, count);
     loss_sum.add_(workload_.loss(outputs, targets).to(at::kDouble) * static_cast<double>(count));
     correct.add_(workload_.count_correct(outputs, targets));

@@ -1,0 +1,25 @@
+#include "runtime/data/tensor_dataset.h"
+
+#include <ATen/ATen.h>
+
+namespace dtrain {
+namespace {
+
+at::Tensor normalise(const TensorDataset& data, at::Tensor raw) {
+  if (!data.mean.defined()) return raw;
+  at::Tensor x = raw.to(at::kFloat);
+  if (data.value_scale != 1.0) x.div_(data.value_scale);
+  return x.sub_(data.mean).div_(data.std);
+}
+
+}  // namespace
+
+at::Tensor TensorDataset::gather_inputs(const at::Tensor& index) const {
+  return normalise(*this, inputs.index_select(0, index));
+}
+
+at::Tensor TensorDataset::slice_inputs(int64_t begin, int64_t count) const {
+  return normalise(*this, inputs.narrow(0, begin, count));
+}
+
+}  // namespace dtrain

@@ -1,0 +1,73 @@
+#!/usr/bin/python3
+"""Checks a dtrain run's console output and JSON-lines run log against the formats that downstream
+analysis tools parse. Usage: check_run_output.py OUTPUT_FILE LOG_DIR EPOCHS FORMAT"""
+import glob
+import json
+import re
+import sys
+
+KATIB = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ INFO {5}\{metricName: accuracy, metricValue: (\d+\.\d{4})\};"
+                   r"\{metricName: loss, metricValue: (\d+\.\d{4})\}$")
+KATIB_PROGRESS = re.compile(r"^Train Epoch: (\d+) \[(\d+)/(\d+) \((\d+)%\)\]\tloss=(\d+\.\d{4})$")
+PYTORCH_PROGRESS = re.compile(r"^Train Epoch: (\d+) \[(\d+)/(\d+) \((\d+)%\)\]\tLoss: (\d+\.\d{6})$")
+PYTORCH_TEST = re.compile(r"^Test set: Average loss: (\d+\.\d{4}), Accuracy: (\d+)/(\d+) \((\d+)%\)$")
+EPOCH_KEYS = {"epoch", "train_loss", "test_loss", "test_accuracy", "epoch_s", "samples_per_s", "comm_s",
+              "exposed_comm_s", "bytes_allreduced"}
+
+
+def fail(message):
+    print("check_run_output: " + message)
+    sys.exit(1)
+
+
+def main():
+    output_path, log_dir, epochs, fmt = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    text = open(output_path).read()
+    if "real" in text:
+        fail("output contains 'real', which the analysis takes for bash time output: " +
+             next(line for line in text.splitlines() if "real" in line))
+    lines = text.splitlines()
+    if fmt == "katib":
+        metrics = [m for m in map(KATIB.match, lines) if m]
+        progress = [m for m in map(KATIB_PROGRESS.match, lines) if m]
+        if len(metrics) != epochs:
+            fail(f"expected {epochs} Katib metric lines, found {len(metrics)}")
+        accuracies = [float(m.group(1)) for m in metrics]
+    else:
+        metrics = [m for m in map(PYTORCH_TEST.match, lines) if m]
+        progress = [m for m in map(PYTORCH_PROGRESS.match, lines) if m]
+        if len(metrics) != epochs:
+            fail(f"expected {epochs} 'Test set:' lines, found {len(metrics)}")
+        accuracies = [int(m.group(2)) / int(m.group(3)) for m in metrics]
+    if not progress:
+        fail("no progress lines")
+    for m in progress:
+        if int(m.group(2)) > int(m.group(3)):
+            fail("progress counts more samples than the dataset has: " + m.group(0))
+    for line in lines:
+        if line.startswith("Train Epoch") and not (KATIB_PROGRESS.match(line) or PYTORCH_PROGRESS.match(line)):
+            fail("malformed progress line: " + repr(line))
+
+    runs = sorted(glob.glob(log_dir + "/*/events.jsonl"))
+    if len(runs) != 1:
+        fail(f"expected one run log under {log_dir}, found {runs}")
+    events = [json.loads(line) for line in open(runs[0])]
+    kinds = [e["event"] for e in events]
+    if kinds != ["run_start"] + ["epoch_end"] * epochs + ["run_end"]:
+        fail(f"unexpected event sequence {kinds}")
+    start = events[0]
+    for key in ("world_size", "hosts", "torch_version", "mpi_version", "config", "backend"):
+        if key not in start:
+            fail("run_start lacks " + key)
+    for event, accuracy in zip(events[1:-1], accuracies):
+        missing = EPOCH_KEYS - set(event)
+        if missing:
+            fail(f"epoch_end lacks {sorted(missing)}")
+        if abs(event["test_accuracy"] - accuracy) > 0.006:
+            fail(f"console accuracy {accuracy} disagrees with the run log's {event['test_accuracy']}")
+    if len(events[-1]["peak_rss_bytes"]) != start["world_size"]:
+        fail("run_end should carry one peak memory figure per rank")
+    print(f"check_run_output: ok ({epochs} epochs, {len(progress)} progress lines, {runs[0]})")
+
+
+main()

@@ -1,0 +1,86 @@
+#include "test/support/catch.h"
+
+#include <ATen/ATen.h>
+
+#include "runtime/util/error.h"
+#include "test/mpi/mpi_test_support.h"
+
+using namespace dtrain;
+
+TEST_CASE("allreduce sums and averages across ranks", "[comm][mpi]") {
+  auto comm = test::make_mpi_comm();
+  const int n = comm->world_size();
+  const double rank_value = comm->rank() + 1;
+  for (at::ScalarType dtype : {at::kFloat, at::kDouble}) {
+    for (int64_t numel : {1, 7, 1000, (1 << 20) + 3}) {  // odd sizes: no alignment assumptions
+      at::Tensor sum = at::full({numel}, rank_value, dtype);
+      comm->allreduce(sum, ReduceOp::kSum);
+      CHECK(at::all(sum == n * (n + 1) / 2.0).item<bool>());
+      at::Tensor average = at::full({numel}, rank_value, dtype);
+      comm->allreduce(average, ReduceOp::kAverage);
+      CHECK(at::allclose(average, at::full({numel}, (n + 1) / 2.0, dtype)));
+    }
+  }
+  at::Tensor counts = at::full({5}, comm->rank(), at::kLong);
+  comm->allreduce(counts, ReduceOp::kSum);
+  CHECK(counts[4].item<int64_t>() == n * (n - 1) / 2);
+}
+
+TEST_CASE("several asynchronous allreduces can be in flight at once", "[comm][mpi]") {
+  auto comm = test::make_mpi_comm();
+  const int n = comm->world_size();
+  std::vector<at::Tensor> tensors;
+  std::vector<std::unique_ptr<Work>> works;
+  for (int i = 0; i < 6; ++i) {
+    tensors.push_back(at::full({1000 * (i + 1)}, static_cast<float>(comm->rank() + i), at::kFloat));
+    works.push_back(comm->allreduce_async(tensors.back(), ReduceOp::kSum));
+  }
+  while (!works[0]->is_completed()) {
+  }
+  CHECK(works[0]->is_completed());  // stays completed
+  for (auto& work : works) work->wait();
+  for (int i = 0; i < 6; ++i) {
+    const float expected = static_cast<float>(n * (n - 1) / 2 + n * i);
+    CHECK(at::all(tensors[i] == expected).item<bool>());
+  }
+}
+
+TEST_CASE("broadcast copies the root's tensor to every rank", "[comm][mpi]") {
+  auto comm = test::make_mpi_comm();
+  for (int root : {0, comm->world_size() - 1}) {
+    at::Tensor t = at::full({3, 5}, static_cast<double>(comm->rank() * 10 + 1), at::kDouble);
+    comm->broadcast(t, root);
+    CHECK(at::all(t == root * 10 + 1).item<bool>());
+  }
+}
+
+TEST_CASE("allgather stacks small values by rank, and barrier returns", "[comm][mpi]") {
+  auto comm = test::make_mpi_comm();
+  const at::Tensor gathered = comm->allgather(at::tensor(std::vector<int64_t>{comm->rank(), 7}, at::kLong));
+  REQUIRE(gathered.sizes() == at::IntArrayRef({comm->world_size(), 2}));
+  for (int r = 0; r < comm->world_size(); ++r) CHECK(gathered[r][0].item<int64_t>() == r);
+  comm->barrier();
+}
+
+TEST_CASE("bad collective arguments fail locally, before anything is sent", "[comm][mpi]") {
+  auto comm = test::make_mpi_comm();
+  at::Tensor ints = at::ones({4}, at::kLong);
+  CHECK_THROWS_AS(comm->allreduce_async(ints, ReduceOp::kAverage), CommError);
+  at::Tensor strided = at::ones({4, 4}).t();
+  CHECK_THROWS_WITH(comm->allreduce_async(strided, ReduceOp::kSum), Catch::Matchers::Contains("contiguous"));
+  at::Tensor halfs = at::ones({4}, at::kHalf);
+  CHECK_THROWS_WITH(comm->allreduce_async(halfs, ReduceOp::kSum), Catch::Matchers::Contains("unsupported dtype"));
+  at::Tensor t = at::ones({2});
+  CHECK_THROWS_WITH(comm->broadcast(t, comm->world_size()), Catch::Matchers::Contains("out of range"));
+}
+
+TEST_CASE("ranks agree on the first error", "[bootstrap][mpi]") {
+  MpiSession& session = test::session();
+  CHECK(session.first_error("", 60).empty());
+  const int last = session.world_size() - 1;
+  const std::string error = session.first_error(session.rank() == last ? "disk full" : "", 60);
+  CHECK(error == "[rank " + std::to_string(last) + "/" + std::to_string(session.world_size()) + "] disk full");
+  CHECK(session.first_error("bad config", 60) == "bad config");  // rank 0's message, unprefixed
+  CHECK(session.local_world_size() >= 1);
+  CHECK(session.hostnames().size() == static_cast<size_t>(session.world_size()));
+}

@@ -1,0 +1,102 @@
+#include "test/support/catch.h"
+
+#include <ATen/ATen.h>
+#include <torch/optim/sgd.h>
+
+#include "runtime/comm/local_communicator.h"
+#include "runtime/reduce/bucketed_reducer.h"
+#include "test/mpi/mpi_test_support.h"
+#include "test/support/params.h"
+#include "test/support/tiny_workload.h"
+
+using namespace dtrain;
+
+namespace {
+
+struct GlobalBatch {
+  at::Tensor x;
+  at::Tensor y;
+};
+
+// The same data on every rank; rank r trains on its slice, the reference on all of it.
+GlobalBatch global_batch(int64_t n, int64_t step) {
+  return {at::randn({n, 8}, at::detail::createCPUGenerator(1000 + step), at::kFloat),
+          at::randint(4, {n}, at::detail::createCPUGenerator(2000 + step), at::kLong)};
+}
+
+}  // namespace
+
+TEST_CASE("the reducer starts every replica from rank 0's parameters", "[reduce][mpi]") {
+  auto comm = test::make_mpi_comm();
+  auto workload = test::make_tiny_workload();
+  at::manual_seed(100 + comm->rank());  // deliberately different initialisations
+  auto model = workload->make_model();
+  BucketedReducer reducer(model->parameters(), model->buffers(), *comm, BucketOptions{});
+  CHECK(test::same_as_root(*comm, test::flat_params(*model)));
+}
+
+TEST_CASE("k steps at world W with batch b match world 1 with batch W*b", "[reduce][mpi]") {
+  auto comm = test::make_mpi_comm();
+  const int world = comm->world_size();
+  const int64_t b = 6;
+  const int64_t k = 5;
+  for (size_t bucket_bytes : {size_t{64}, size_t{25} << 20}) {  // many small buckets, and one bucket
+    auto workload = test::make_tiny_workload();
+    at::manual_seed(comm->rank() == 0 ? 11 : 99);
+    auto model = workload->make_model();
+    at::manual_seed(11);
+    auto reference = workload->make_model();  // rank 0's initialisation, on every rank
+
+    BucketedReducer reducer(model->parameters(), model->buffers(), *comm, BucketOptions{bucket_bytes, 32});
+    torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+    torch::optim::SGD reference_optimizer(reference->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+    for (int64_t step = 0; step < k; ++step) {
+      const GlobalBatch batch = global_batch(world * b, step);
+      reducer.prepare_backward(true);
+      workload->loss(model->forward(batch.x.narrow(0, comm->rank() * b, b)), batch.y.narrow(0, comm->rank() * b, b))
+          .backward();
+      reducer.finish_backward();
+      optimizer.step();
+      reducer.zero_grad();
+
+      reference_optimizer.zero_grad();
+      workload->loss(reference->forward(batch.x), batch.y).backward();
+      reference_optimizer.step();
+    }
+    const double difference = test::max_relative_difference(test::flat_params(*model), test::flat_params(*reference));
+    CHECK(difference < 1e-5);
+    CHECK(test::same_as_root(*comm, test::flat_params(*model)));  // bitwise identical replicas
+  }
+}
+
+TEST_CASE("accumulating K micro-steps at world W matches one step on the K-fold global batch", "[reduce][mpi]") {
+  auto comm = test::make_mpi_comm();
+  const int world = comm->world_size();
+  const int64_t b = 4;
+  const int64_t k = 3;
+  auto workload = test::make_tiny_workload();
+  at::manual_seed(21);
+  auto model = workload->make_model();
+  at::manual_seed(21);
+  auto reference = workload->make_model();
+  BucketedReducer reducer(model->parameters(), model->buffers(), *comm, BucketOptions{128, 32});
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.2));
+  torch::optim::SGD reference_optimizer(reference->parameters(), torch::optim::SGDOptions(0.2));
+
+  // Global batch of W*K*b samples: micro-step i of rank r takes rows [(i*W + r)*b, +b).
+  const GlobalBatch batch = global_batch(world * k * b, 7);
+  for (int64_t i = 0; i < k; ++i) {
+    const int64_t begin = (i * world + comm->rank()) * b;
+    reducer.prepare_backward(i == k - 1);
+    (workload->loss(model->forward(batch.x.narrow(0, begin, b)), batch.y.narrow(0, begin, b)) /
+     static_cast<double>(k))
+        .backward();
+    const StepCommStats stats = reducer.finish_backward();
+    CHECK((stats.bytes_reduced > 0) == (i == k - 1));
+  }
+  optimizer.step();
+  workload->loss(reference->forward(batch.x), batch.y).backward();
+  reference_optimizer.step();
+  CHECK(test::max_relative_difference(test::flat_params(*model), test::flat_params(*reference)) < 1e-5);
+  CHECK(test::same_as_root(*comm, test::flat_params(*model)));
+}

@@ -1,0 +1,109 @@
+#include "test/support/catch.h"
+
+#include <ATen/ATen.h>
+
+#include <sstream>
+
+#include "runtime/comm/local_communicator.h"
+#include "runtime/reduce/bucketed_reducer.h"
+#include "runtime/train/trainer.h"
+#include "test/mpi/mpi_test_support.h"
+#include "test/support/params.h"
+#include "test/support/temp_dir.h"
+#include "test/support/tiny_workload.h"
+
+using namespace dtrain;
+
+namespace {
+
+ReducerFactory bucketed() {
+  return [](std::vector<at::Tensor> params, const std::vector<at::Tensor>& buffers, Communicator& comm) {
+    return std::unique_ptr<GradReducer>(new BucketedReducer(std::move(params), buffers, comm, BucketOptions{512, 64}));
+  };
+}
+
+struct Run {
+  at::Tensor params;
+  TrainResult result;
+};
+
+Run train(const TrainConfig& config, const Workload& workload, Communicator& comm) {
+  std::ostringstream console;
+  RunLogger logger(config.log, comm.is_root(), config.workload, console);
+  Trainer trainer(config, workload, comm, logger, bucketed());
+  Run run;
+  run.result = trainer.run(RunInfo{});
+  run.params = test::flat_params(trainer.model());
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("training at world W lowers the loss and keeps replicas identical", "[train][mpi]") {
+  auto comm = test::make_mpi_comm();
+  test::TempDir dir;
+  TrainConfig config = test::tiny_config(dir.path());
+  config.train.epochs = 3;
+  auto workload = test::make_tiny_workload({0.2});
+  const Run run = train(config, *workload, *comm);
+  REQUIRE(run.result.epochs.size() == 3);
+  CHECK(run.result.epochs[2].train_loss < run.result.epochs[0].train_loss);
+  CHECK(run.result.epochs[0].test_samples == 64);  // the whole test set, not one shard
+  CHECK(run.result.epochs[0].bytes_allreduced > 0);
+  CHECK(run.result.summary.peak_rss_bytes.size() == static_cast<size_t>(comm->world_size()));
+  CHECK(test::same_as_root(*comm, run.params));
+}
+
+TEST_CASE("resuming at world W reproduces the uninterrupted run", "[train][checkpoint][mpi]") {
+  auto comm = test::make_mpi_comm();
+  test::TempDir whole_dir;
+  test::TempDir split_dir;
+  auto workload = test::make_tiny_workload({0.3});
+  TrainConfig config = test::tiny_config(whole_dir.path());
+  config.train.epochs = 3;
+  const Run whole = train(config, *workload, *comm);
+
+  TrainConfig first = test::tiny_config(split_dir.path());
+  first.train.epochs = 1;
+  train(first, *workload, *comm);
+  TrainConfig rest = first;
+  rest.train.epochs = 3;
+  rest.checkpoint.resume = true;
+  const Run resumed = train(rest, *workload, *comm);
+  CHECK(resumed.result.epochs.front().epoch == 2);
+  CHECK(test::all_ranks(*comm, at::equal(resumed.params, whole.params)));
+}
+
+TEST_CASE("a checkpoint from W ranks resumes on 1 rank with the same global batch", "[train][checkpoint][mpi]") {
+  auto comm = test::make_mpi_comm();
+  const int world = comm->world_size();
+  const int64_t b = 8;
+  test::TempDir dir;
+  test::TempDir reference_dir;
+  // A dataset that divides into whole global batches, and no dropout: W ranks with batch b then train
+  // on exactly the samples one rank with batch W*b sees, so the runs agree up to float summation order.
+  auto workload = test::make_tiny_workload({0.0, world * b * 6, 64});
+  TrainConfig distributed = test::tiny_config(dir.path());
+  distributed.train.batch_size = b;
+  distributed.train.epochs = 1;
+  train(distributed, *workload, *comm);
+
+  bool ok = true;
+  if (comm->is_root()) {  // only rank 0 wrote the checkpoint
+    LocalCommunicator local;
+    TrainConfig single = distributed;
+    single.train.batch_size = world * b;
+    single.train.epochs = 2;
+    single.checkpoint.resume = true;
+    const Run resumed = train(single, *workload, local);
+
+    TrainConfig reference = test::tiny_config(reference_dir.path());
+    reference.train = single.train;
+    const Run uninterrupted = train(reference, *workload, local);
+    const double difference = test::max_relative_difference(resumed.params, uninterrupted.params);
+    CHECK(difference < 1e-5);
+    CHECK(resumed.result.epochs.front().epoch == 2);
+    ok = difference < 1e-5;
+  }
+  CHECK(test::all_ranks(*comm, ok));
+}

@@ -1,0 +1,24 @@
+// Helpers for comparing model parameters in tests.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <vector>
+
+#include "runtime/train/workload.h"
+
+namespace dtrain::test {
+
+// All parameters flattened into one float64 vector (a copy).
+inline at::Tensor flat_params(Model& model) {
+  std::vector<at::Tensor> parts;
+  for (const at::Tensor& p : model.parameters()) parts.push_back(p.detach().reshape(-1).to(at::kDouble));
+  return at::cat(parts);
+}
+
+// max |a - b| / max(|b|, 1e-3): relative difference that does not explode on near-zero entries.
+inline double max_relative_difference(const at::Tensor& a, const at::Tensor& b) {
+  return ((a - b).abs() / b.abs().clamp_min(1e-3)).max().item<double>();
+}
+
+}  // namespace dtrain::test

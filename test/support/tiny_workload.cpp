@@ -1,0 +1,71 @@
+#include "test/support/tiny_workload.h"
+
+#include <ATen/ATen.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/linear.h>
+
+#include "runtime/data/synthetic.h"
+
+namespace dtrain::test {
+namespace {
+
+class TinyNet final : public Model {
+ public:
+  explicit TinyNet(double dropout)
+      : fc1_(register_module("fc1", torch::nn::Linear(8, 16))),
+        dropout_(register_module("dropout", torch::nn::Dropout(dropout))),
+        fc2_(register_module("fc2", torch::nn::Linear(16, 4))) {}
+
+  at::Tensor forward(const at::Tensor& inputs) override {
+    return at::log_softmax(fc2_->forward(dropout_->forward(at::relu(fc1_->forward(inputs)))), 1);
+  }
+
+ private:
+  torch::nn::Linear fc1_;
+  torch::nn::Dropout dropout_;
+  torch::nn::Linear fc2_;
+};
+
+class TinyWorkload final : public Workload {
+ public:
+  explicit TinyWorkload(TinyOptions options) : options_(options) {}
+  std::string name() const override { return "tiny"; }
+  std::shared_ptr<Model> make_model() const override { return std::make_shared<TinyNet>(options_.dropout); }
+  WorkloadData load_data(const DataOptions&, uint64_t seed) const override {
+    WorkloadData data;
+    data.train = make_synthetic_dataset({{8}, 4, options_.train_samples, 1.0}, seed, seed + 1);
+    data.test = make_synthetic_dataset({{8}, 4, options_.test_samples, 1.0}, seed, seed + 2);
+    data.description = "tiny synthetic";
+    return data;
+  }
+  at::Tensor loss(const at::Tensor& outputs, const at::Tensor& targets) const override {
+    return at::nll_loss(outputs, targets);
+  }
+  at::Tensor count_correct(const at::Tensor& outputs, const at::Tensor& targets) const override {
+    return outputs.argmax(1).eq(targets).sum();
+  }
+
+ private:
+  TinyOptions options_;
+};
+
+}  // namespace
+
+std::unique_ptr<Workload> make_tiny_workload(TinyOptions options) { return std::make_unique<TinyWorkload>(options); }
+
+TrainConfig tiny_config(const std::string& dir) {
+  TrainConfig config;
+  config.workload = "tiny";
+  config.train.batch_size = 16;
+  config.train.eval_batch_size = 32;
+  config.train.optimizer = OptimizerKind::kSgd;
+  config.train.lr = 0.05;
+  config.train.epochs = 2;
+  config.log.dir = dir + "/logs";
+  config.log.interval = 0;
+  config.log.progress_bar = false;
+  config.checkpoint.dir = dir + "/checkpoints";
+  return config;
+}
+
+}  // namespace dtrain::test

@@ -1,0 +1,22 @@
+// A small, fast workload for trainer, reducer and checkpoint tests: an MLP on generated data.
+#pragma once
+
+#include <memory>
+
+#include "runtime/config/config.h"
+#include "runtime/train/workload.h"
+
+namespace dtrain::test {
+
+struct TinyOptions {
+  double dropout = 0.0;  // > 0 exercises the per-epoch RNG reseeding on resume
+  int64_t train_samples = 256;
+  int64_t test_samples = 64;
+};
+
+std::unique_ptr<Workload> make_tiny_workload(TinyOptions options = {});
+
+// A config for the tiny workload whose checkpoints and logs go under `dir`.
+TrainConfig tiny_config(const std::string& dir);
+
+}  // namespace dtrain::test

@@ -1,0 +1,147 @@
+#include "test/support/catch.h"
+
+#include <fstream>
+#include <vector>
+
+#include "runtime/config/config_cli.h"
+#include "runtime/config/config_fields.h"
+#include "runtime/config/config_yaml.h"
+#include "runtime/config/validate.h"
+#include "runtime/util/error.h"
+#include "test/support/temp_dir.h"
+
+using namespace dtrain;
+using Catch::Matchers::Contains;
+
+namespace {
+
+CommandLine parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "dtrain");
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  return parse_command_line(static_cast<int>(argv.size()), argv.data());
+}
+
+TrainConfig from_yaml(const std::string& text) {
+  TrainConfig config;
+  ConfigSources sources;
+  apply_yaml_text(text, "run.yaml", config, sources);
+  return config;
+}
+
+std::string error_of(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("defaults match the pytorch/examples MNIST recipe", "[config]") {
+  const CommandLine cmd = parse({});
+  CHECK(cmd.config.workload == "mnist");
+  CHECK(cmd.config.train.batch_size == 64);
+  CHECK(cmd.config.train.lr == 1.0);
+  CHECK(cmd.config.train.optimizer == OptimizerKind::kAdadelta);
+  CHECK(cmd.config.train.lr_gamma == 0.7);
+  CHECK(cmd.config.log.format == LogFormat::kKatib);
+  CHECK(cmd.sources.empty());
+}
+
+TEST_CASE("CLI flags mirror YAML keys and override the config file", "[config]") {
+  test::TempDir dir;
+  std::ofstream(dir.file("run.yaml")) << "workload: mnist\ntrain:\n  batch_size: 32\n  lr: 0.5\n"
+                                         "comm:\n  bucket_mb: 4\nlog:\n  format: pytorch\n";
+  const CommandLine cmd = parse({"--config", dir.file("run.yaml"), "--batch-size", "128", "--synthetic"});
+  CHECK(cmd.config.train.batch_size == 128);
+  CHECK(cmd.config.train.lr == 0.5);
+  CHECK(cmd.config.comm.bucket_mb == 4.0);
+  CHECK(cmd.config.log.format == LogFormat::kPytorch);
+  CHECK(cmd.config.data.synthetic);
+  CHECK(cmd.sources.at("train.batch_size") == "--batch-size");
+  CHECK(cmd.sources.at("train.lr") == dir.file("run.yaml"));
+}
+
+TEST_CASE("every config key has a CLI flag and survives a YAML round trip", "[config]") {
+  TrainConfig changed;
+  changed.train.epochs = 7;
+  changed.train.optimizer = OptimizerKind::kSgd;
+  changed.data.dir = "/data/x";
+  changed.comm.bucket_mb = 2.5;
+  changed.checkpoint.resume = true;
+  const TrainConfig back = from_yaml(to_yaml(changed));
+  CHECK(to_yaml(back) == to_yaml(changed));
+  for (const ConfigField& field : config_fields()) {
+    CHECK(field.format(back) == field.format(changed));
+    const std::string flag = field.flag;
+    CHECK(flag.find('_') == std::string::npos);  // kebab-case
+  }
+}
+
+TEST_CASE("boolean flags work bare and with =false", "[config]") {
+  CHECK(parse({"--synthetic"}).config.data.synthetic);
+  CHECK_FALSE(parse({"--synthetic=false"}).config.data.synthetic);
+  CHECK_FALSE(parse({"--checkpoint=false"}).config.checkpoint.enabled);
+}
+
+TEST_CASE("config errors name the key, the bad value and what was expected", "[config]") {
+  CHECK_THAT(error_of([] { from_yaml("train:\n  batch_size: -4\n"); }),
+             Contains("run.yaml: train.batch_size must be an integer >= 1, got '-4'"));
+  CHECK_THAT(error_of([] { parse({"--batch-size", "0"}); }),
+             Contains("--batch-size (train.batch_size) must be an integer >= 1, got '0'"));
+  CHECK_THAT(error_of([] { parse({"--epochs", "two"}); }), Contains("--epochs (train.epochs) must be an integer >= 1, got 'two'"));
+  CHECK_THAT(error_of([] { parse({"--epochs", "3.5"}); }), Contains("got '3.5'"));
+  CHECK_THAT(error_of([] { parse({"--lr", "0"}); }), Contains("--lr (train.lr) must be a number > 0, got '0'"));
+  CHECK_THAT(error_of([] { parse({"--lr", "nan"}); }), Contains("got 'nan'"));
+  CHECK_THAT(error_of([] { parse({"--lr-gamma", "1.5"}); }), Contains("<= 1"));
+  CHECK_THAT(error_of([] { parse({"--accumulate", "5000"}); }), Contains("an integer in [1, 1024]"));
+  CHECK_THAT(error_of([] { parse({"--optimizer", "adam"}); }),
+             Contains("--optimizer (train.optimizer) must be one of adadelta|sgd, got 'adam'"));
+  CHECK_THAT(error_of([] { parse({"--log-format", "json"}); }), Contains("one of katib|pytorch"));
+  CHECK_THAT(error_of([] { parse({"--backend", "gloo"}); }), Contains("one of auto|mpi|nccl"));
+  CHECK_THAT(error_of([] { parse({"--synthetic=maybe"}); }), Contains("must be true or false, got 'maybe'"));
+  CHECK_THAT(error_of([] { parse({"--workload="}); }), Contains("--workload (workload) must be a non-empty string, got ''"));
+}
+
+TEST_CASE("unknown keys, flags and stray arguments are rejected", "[config]") {
+  CHECK_THAT(error_of([] { from_yaml("train:\n  bach_size: 3\n"); }),
+             Contains("run.yaml: unknown key 'train.bach_size'; known keys in 'train': train.epochs"));
+  CHECK_THAT(error_of([] { from_yaml("trian:\n  epochs: 3\n"); }), Contains("unknown key 'trian'"));
+  CHECK_THAT(error_of([] { from_yaml("train: 3\n"); }), Contains("unknown key 'train'"));
+  CHECK_THAT(error_of([] { from_yaml("train:\n  epochs: [1, 2]\n"); }),
+             Contains("train.epochs must be a single value (INT), got a list"));
+  CHECK_THAT(error_of([] { from_yaml("train:\n  epochs:\n"); }), Contains("got a null"));
+  CHECK_THAT(error_of([] { from_yaml("- a\n- b\n"); }), Contains("expected a mapping"));
+  CHECK_THAT(error_of([] { from_yaml("train: {epochs: 3\n"); }), Contains("run.yaml: not valid YAML"));
+  CHECK_THAT(error_of([] { parse({"--bogus", "1"}); }), Contains("bogus"));
+  CHECK_THAT(error_of([] { parse({"extra"}); }), Contains("unexpected argument 'extra'"));
+  CHECK_THAT(error_of([] { parse({"--config", "/nonexistent/run.yaml"}); }),
+             Contains("cannot read config file '/nonexistent/run.yaml'"));
+  CHECK(from_yaml("").train.epochs == TrainConfig{}.train.epochs);
+}
+
+TEST_CASE("cross-field rules name both keys and their sources", "[config]") {
+  auto validate = [](std::vector<std::string> args) {
+    const CommandLine cmd = parse(std::move(args));
+    validate_config(cmd.config, cmd.sources);
+  };
+  CHECK_THAT(error_of([&] { validate({"--synthetic", "--data-dir", "/d"}); }),
+             Contains("data.synthetic (from --synthetic) and data.dir (from --data-dir) are both set"));
+  CHECK_THAT(error_of([&] { validate({"--bucket-mb", "1", "--first-bucket-mb", "2"}); }),
+             Contains("comm.first_bucket_mb (from --first-bucket-mb) must not exceed comm.bucket_mb"));
+  CHECK_THAT(error_of([&] { validate({"--resume", "--checkpoint=false"}); }), Contains("checkpoint.resume"));
+  CHECK(error_of([&] { validate({"--synthetic"}); }) == "no error");
+}
+
+TEST_CASE("help text lists every flag with its default and YAML key", "[config]") {
+  const std::string help = help_text();
+  for (const ConfigField& field : config_fields()) {
+    CHECK_THAT(help, Contains("--" + field.flag));
+    CHECK_THAT(help, Contains("[" + field.key + "]"));
+  }
+  CHECK_THAT(help, Contains("EACH rank"));
+  CHECK_THAT(help, Contains("(default: 64)"));
+}

@@ -1,0 +1,129 @@
+#include "test/support/catch.h"
+
+#include <ATen/ATen.h>
+#include <torch/nn/modules/linear.h>
+
+#include "runtime/comm/local_communicator.h"
+#include "runtime/reduce/bucketed_reducer.h"
+#include "runtime/util/error.h"
+#include "test/support/params.h"
+#include "test/support/tiny_workload.h"
+
+using namespace dtrain;
+
+namespace {
+
+// Records each allreduce as it is launched: its size, and how many parameters still lacked their gradient at
+// that moment. Reports world size 2 so the reducer communicates; the "sum" leaves data as is.
+class RecordingCommunicator final : public Communicator {
+ public:
+  struct Launch {
+    int64_t bytes;
+    int64_t grads_missing;
+  };
+  std::vector<Launch> launches;
+  std::function<int64_t()> grads_missing;
+
+  int rank() const override { return 0; }
+  int world_size() const override { return 2; }
+  std::string backend_name() const override { return "recording"; }
+  std::unique_ptr<Work> allreduce_async(at::Tensor tensor, ReduceOp op) override {
+    launches.push_back({static_cast<int64_t>(tensor.nbytes()), grads_missing ? grads_missing() : -1});
+    return local_.allreduce_async(tensor, ReduceOp::kSum);
+  }
+  void broadcast(at::Tensor& tensor, int root) override {}
+  at::Tensor allgather(const at::Tensor& tensor) override { return at::stack({tensor, tensor}); }
+  void barrier() override {}
+
+ private:
+  LocalCommunicator local_;
+};
+
+at::Tensor batch_inputs(int64_t n, int64_t seed) {
+  return at::randn({n, 8}, at::detail::createCPUGenerator(seed), at::kFloat);
+}
+at::Tensor batch_targets(int64_t n, int64_t seed) {
+  return at::randint(4, {n}, at::detail::createCPUGenerator(seed + 100), at::kLong);
+}
+
+}  // namespace
+
+TEST_CASE("gradients live in the bucket buffers and zero_grad keeps them there", "[reduce]") {
+  auto workload = test::make_tiny_workload();
+  auto model = workload->make_model();
+  LocalCommunicator comm;
+  BucketedReducer reducer(model->parameters(), model->buffers(), comm, BucketOptions{256, 128});
+  std::vector<const void*> before;
+  for (const auto& p : model->parameters()) before.push_back(p.grad().data_ptr());
+  reducer.prepare_backward(true);
+  workload->loss(model->forward(batch_inputs(4, 1)), batch_targets(4, 1)).backward();
+  reducer.finish_backward();
+  for (size_t i = 0; i < before.size(); ++i) {
+    CHECK(model->parameters()[i].grad().data_ptr() == before[i]);
+    CHECK(model->parameters()[i].grad().abs().sum().item<double>() > 0);
+  }
+  reducer.zero_grad();
+  for (const auto& p : model->parameters()) CHECK(p.grad().abs().sum().item<double>() == 0);
+}
+
+TEST_CASE("buckets launch in order while backward is still running", "[reduce]") {
+  auto workload = test::make_tiny_workload();
+  auto model = workload->make_model();
+  RecordingCommunicator comm;
+  // Per-parameter bytes: fc1.weight 512, fc1.bias 64, fc2.weight 256, fc2.bias 16 -> reversed with caps
+  // 16 and 256: [fc2.bias], [fc2.weight], [fc1.bias, fc1.weight].
+  BucketedReducer reducer(model->parameters(), model->buffers(), comm, BucketOptions{256, 16});
+  REQUIRE(reducer.buckets().size() == 3);
+  std::vector<at::Tensor> params = model->parameters();
+  auto first_layer_grad_sum = [&] { return params[0].grad().abs().sum().item<double>(); };
+  comm.grads_missing = [&] { return first_layer_grad_sum() == 0 ? int64_t{1} : int64_t{0}; };
+  reducer.prepare_backward(true);
+  workload->loss(model->forward(batch_inputs(8, 2)), batch_targets(8, 2)).backward();
+  const StepCommStats stats = reducer.finish_backward();
+  REQUIRE(comm.launches.size() == 3);
+  CHECK(comm.launches[0].bytes == 16);
+  CHECK(comm.launches[1].bytes == 256);
+  CHECK(comm.launches[2].bytes == 576);
+  // The first two buckets went out before the first layer's gradient existed: overlap with backward.
+  CHECK(comm.launches[0].grads_missing == 1);
+  CHECK(comm.launches[1].grads_missing == 1);
+  CHECK(stats.bytes_reduced == 16 + 256 + 576);
+  CHECK(stats.buckets == 3);
+}
+
+TEST_CASE("accumulation micro-steps do not communicate and sum to the K-fold batch", "[reduce]") {
+  const int64_t k = 4;
+  const int64_t b = 5;
+  auto workload = test::make_tiny_workload();
+  at::manual_seed(3);
+  auto model = workload->make_model();
+  at::manual_seed(3);
+  auto reference = workload->make_model();
+  RecordingCommunicator comm;
+  BucketedReducer reducer(model->parameters(), model->buffers(), comm, BucketOptions{});
+  const at::Tensor x = batch_inputs(k * b, 4);
+  const at::Tensor y = batch_targets(k * b, 4);
+  for (int64_t i = 0; i < k; ++i) {
+    reducer.prepare_backward(i == k - 1);
+    (workload->loss(model->forward(x.narrow(0, i * b, b)), y.narrow(0, i * b, b)) / static_cast<double>(k)).backward();
+    reducer.finish_backward();
+    CHECK(comm.launches.size() == (i == k - 1 ? 1u : 0u));
+  }
+  workload->loss(reference->forward(x), y).backward();
+  for (size_t i = 0; i < model->parameters().size(); ++i) {
+    CHECK(test::max_relative_difference(model->parameters()[i].grad().to(at::kDouble),
+                                        reference->parameters()[i].grad().to(at::kDouble)) < 1e-5);
+  }
+}
+
+TEST_CASE("misusing the reducer is an error, not silent corruption", "[reduce]") {
+  auto workload = test::make_tiny_workload();
+  auto model = workload->make_model();
+  LocalCommunicator comm;
+  BucketedReducer reducer(model->parameters(), model->buffers(), comm, BucketOptions{});
+  CHECK_THROWS_AS(reducer.finish_backward(), Error);
+  CHECK_THROWS_WITH(workload->loss(model->forward(batch_inputs(2, 5)), batch_targets(2, 5)).backward(),
+                    Catch::Matchers::Contains("backward ran without prepare_backward()"));
+  model->parameters()[0].mutable_grad() = at::zeros_like(model->parameters()[0]);
+  CHECK_THROWS_WITH(reducer.prepare_backward(true), Catch::Matchers::Contains("had its .grad replaced"));
+}

@@ -1,0 +1,157 @@
+#include "test/support/catch.h"
+
+#include <ATen/ATen.h>
+
+#include <sstream>
+
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/comm/local_communicator.h"
+#include "runtime/reduce/bucketed_reducer.h"
+#include "runtime/train/checkpoint.h"
+#include "runtime/train/trainer.h"
+#include "runtime/util/error.h"
+#include "test/support/params.h"
+#include "test/support/temp_dir.h"
+#include "test/support/tiny_workload.h"
+
+using namespace dtrain;
+using Catch::Matchers::Contains;
+
+namespace {
+
+ReducerFactory bucketed() {
+  return [](std::vector<at::Tensor> params, const std::vector<at::Tensor>& buffers, Communicator& comm) {
+    return std::unique_ptr<GradReducer>(new BucketedReducer(std::move(params), buffers, comm, BucketOptions{}));
+  };
+}
+
+struct Run {
+  at::Tensor params;
+  TrainResult result;
+};
+
+Run train(const TrainConfig& config, const Workload& workload) {
+  LocalCommunicator comm;
+  std::ostringstream console;
+  RunLogger logger(config.log, true, config.workload, console);
+  Trainer trainer(config, workload, comm, logger, bucketed());
+  Run run;
+  run.result = trainer.run(RunInfo{});
+  run.params = test::flat_params(trainer.model());
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("training on one rank lowers the loss and logs every epoch", "[train]") {
+  test::TempDir dir;
+  TrainConfig config = test::tiny_config(dir.path());
+  config.train.epochs = 3;
+  auto workload = test::make_tiny_workload();
+  const Run run = train(config, *workload);
+  REQUIRE(run.result.epochs.size() == 3);
+  CHECK(run.result.epochs[2].train_loss < run.result.epochs[0].train_loss);
+  CHECK(run.result.epochs[0].train_samples == 256);
+  CHECK(run.result.epochs[0].test_samples == 64);
+  CHECK(run.result.epochs[1].lr == Approx(0.05 * 0.7));
+  CHECK(std::filesystem::exists(run.result.epochs[2].checkpoint_path));
+  // One run directory with the config and three epoch events between run_start and run_end.
+  std::filesystem::path run_dir = *std::filesystem::directory_iterator(config.log.dir);
+  CHECK(std::filesystem::exists(run_dir / "config.yaml"));
+  std::ifstream events(run_dir / "events.jsonl");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(events, line);) lines.push_back(line);
+  REQUIRE(lines.size() == 5);
+  CHECK_THAT(lines.front(), Contains("\"event\":\"run_start\""));
+  CHECK_THAT(lines[1], Contains("\"event\":\"epoch_end\""));
+  CHECK_THAT(lines.back(), Contains("\"event\":\"run_end\""));
+}
+
+TEST_CASE("resuming after an epoch reproduces the uninterrupted run exactly", "[train][checkpoint]") {
+  for (OptimizerKind optimizer : {OptimizerKind::kSgd, OptimizerKind::kAdadelta}) {
+    test::TempDir whole_dir;
+    test::TempDir split_dir;
+    auto workload = test::make_tiny_workload({0.3});  // dropout: masks must be reproduced too
+    TrainConfig config = test::tiny_config(whole_dir.path());
+    config.train.optimizer = optimizer;
+    config.train.lr = optimizer == OptimizerKind::kSgd ? 0.05 : 1.0;
+    config.train.epochs = 3;
+    const Run whole = train(config, *workload);
+
+    TrainConfig first = test::tiny_config(split_dir.path());
+    first.train = config.train;
+    first.train.epochs = 1;
+    train(first, *workload);
+    TrainConfig rest = first;
+    rest.train.epochs = 3;
+    rest.checkpoint.resume = true;
+    const Run resumed = train(rest, *workload);
+    REQUIRE(resumed.result.epochs.size() == 2);
+    CHECK(resumed.result.epochs[0].epoch == 2);
+    CHECK(at::equal(resumed.params, whole.params));
+  }
+}
+
+TEST_CASE("resume without a checkpoint starts at epoch 1", "[train][checkpoint]") {
+  test::TempDir dir;
+  TrainConfig config = test::tiny_config(dir.path());
+  config.train.epochs = 1;
+  config.checkpoint.resume = true;
+  auto workload = test::make_tiny_workload();
+  CHECK(train(config, *workload).result.epochs.at(0).epoch == 1);
+}
+
+TEST_CASE("checkpoints are pruned to the newest `keep` and never left half-written", "[checkpoint]") {
+  test::TempDir dir;
+  TrainConfig config = test::tiny_config(dir.path());
+  config.train.epochs = 4;
+  config.checkpoint.keep = 2;
+  auto workload = test::make_tiny_workload();
+  train(config, *workload);
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(config.checkpoint.dir)) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  CHECK((names == std::vector<std::string>{"checkpoint-epoch-000003.pt", "checkpoint-epoch-000004.pt"}));
+  CHECK(*Checkpointer::latest(config.checkpoint.dir) == config.checkpoint.dir + "/checkpoint-epoch-000004.pt");
+}
+
+TEST_CASE("unusable checkpoints are clear errors", "[checkpoint]") {
+  test::TempDir dir;
+  TrainConfig config = test::tiny_config(dir.path());
+  config.train.epochs = 1;
+  auto workload = test::make_tiny_workload();
+  train(config, *workload);
+  config.train.epochs = 2;
+  config.checkpoint.resume = true;
+
+  SECTION("another optimizer") {
+    config.train.optimizer = OptimizerKind::kAdadelta;
+    CHECK_THROWS_WITH(train(config, *workload), Contains("holds sgd optimizer state, this run uses adadelta"));
+  }
+  SECTION("a corrupt file") {
+    std::ofstream(config.checkpoint.dir + "/checkpoint-epoch-000009.pt") << "not a checkpoint";
+    CHECK_THROWS_WITH(train(config, *workload), Contains("is corrupt or not a dtrain checkpoint"));
+  }
+  SECTION("another workload") {
+    class Renamed final : public Workload {
+     public:
+      explicit Renamed(const Workload& inner) : inner_(inner) {}
+      std::string name() const override { return "other"; }
+      std::shared_ptr<Model> make_model() const override { return inner_.make_model(); }
+      WorkloadData load_data(const DataOptions& o, uint64_t s) const override { return inner_.load_data(o, s); }
+      at::Tensor loss(const at::Tensor& a, const at::Tensor& b) const override { return inner_.loss(a, b); }
+      at::Tensor count_correct(const at::Tensor& a, const at::Tensor& b) const override {
+        return inner_.count_correct(a, b);
+      }
+
+     private:
+      const Workload& inner_;
+    };
+    Renamed other(*workload);
+    CHECK_THROWS_WITH(train(config, other), Contains("is for workload 'tiny', this run trains 'other'"));
+  }
+}

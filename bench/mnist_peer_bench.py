@@ -4,6 +4,11 @@ the same threads per rank, batch and data, alternating the two so that machine n
 Prints samples/s (median of the repetitions), scaling from 1 to 2 ranks, the dtrain/PyTorch ratio and
 peak memory per rank, and writes the figures as JSON.
 
+It also runs two independent single-process dtrain jobs at once, one per core, which do not communicate.
+Their summed samples/s is what 2 ranks could reach on this machine if communication were free: the
+ratio of the 2-rank figure to it separates the cost of communication from the machine's own contention
+(shared memory bandwidth and caches, other load).
+
 Usage: bench/mnist_peer_bench.py [--dtrain build/dtrain] [--steps 150] [--reps 3] [--out FILE]
 """
 import argparse
@@ -48,6 +53,28 @@ def run_dtrain(args, np, env, work):
             "exposed_comm_s": epoch["exposed_comm_s"], "comm_s": epoch["comm_s"], "train_s": epoch["train_s"]}
 
 
+def run_dtrain_pair(args, env, work):
+    """Two single-process dtrain runs at once, each pinned to its own core: no communication at all."""
+    procs, log_dirs = [], []
+    for core in (0, 1):
+        log_dir = tempfile.mkdtemp(dir=work)
+        log_dirs.append(log_dir)
+        cmd = ["taskset", "-c", str(core % os.cpu_count()), args.dtrain, "--workload", "mnist", "--epochs", "1",
+               "--max-steps", str(args.steps), "--batch-size", str(args.batch_size), "--threads", str(args.threads),
+               "--checkpoint=false", "--log-dir", log_dir, "--progress-bar=false"]
+        cmd += ["--data-dir", args.data_dir] if args.data_dir else []
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    for proc in procs:
+        out, _ = proc.communicate(timeout=1800)
+        if proc.returncode != 0:
+            sys.exit(f"mnist_peer_bench: independent dtrain run failed ({proc.returncode}):\n{out}")
+    rates = []
+    for log_dir in log_dirs:
+        events = [json.loads(line) for line in open(glob.glob(log_dir + "/*/events.jsonl")[0])]
+        rates.append(next(e for e in events if e["event"] == "epoch_end")["samples_per_s"])
+    return {"samples_per_s": sum(rates), "per_process": rates}
+
+
 def run_peer(args, np, env):
     out = mpirun(np, ["/usr/bin/python3", os.path.join(HERE, "peer", "mnist_ddp.py"), "--max-steps", str(args.steps),
                       "--batch-size", str(args.batch_size), "--threads", str(args.threads)] +
@@ -76,6 +103,7 @@ def main():
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     work = tempfile.mkdtemp(prefix="dtrain-bench-")
     runs = {(impl, np): [] for impl in ("dtrain", "pytorch") for np in (1, 2)}
+    pairs = []
     try:
         for rep in range(args.reps):
             for np in (1, 2):
@@ -84,6 +112,9 @@ def main():
                 runs[("pytorch", np)].append(run_peer(args, np, env))
                 print(f"rep {rep + 1}/{args.reps}, {np} rank(s): dtrain {runs[('dtrain', np)][-1]['samples_per_s']:.0f}, "
                       f"pytorch {runs[('pytorch', np)][-1]['samples_per_s']:.0f} samples/s", file=sys.stderr)
+            pairs.append(run_dtrain_pair(args, env, work))
+            print(f"rep {rep + 1}/{args.reps}, 2 independent dtrain processes: {pairs[-1]['samples_per_s']:.0f} samples/s",
+                  file=sys.stderr)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -100,6 +131,9 @@ def main():
     for np in (1, 2):
         summary[f"ratio_dtrain_over_pytorch_{np}"] = (summary[f"dtrain_{np}"]["samples_per_s_median"] /
                                                       summary[f"pytorch_{np}"]["samples_per_s_median"])
+    summary["independent_pair_samples_per_s_median"] = statistics.median(p["samples_per_s"] for p in pairs)
+    summary["dtrain_2_of_independent_pair"] = (summary["dtrain_2"]["samples_per_s_median"] /
+                                               summary["independent_pair_samples_per_s_median"])
     dtrain_2 = runs[("dtrain", 2)]
     summary["dtrain_2_exposed_comm_fraction"] = statistics.median(r["exposed_comm_s"] / r["train_s"] for r in dtrain_2)
 
@@ -116,12 +150,16 @@ def main():
     print(f"dtrain/pytorch samples/s: {summary['ratio_dtrain_over_pytorch_1']:.2f}x at 1 rank, "
           f"{summary['ratio_dtrain_over_pytorch_2']:.2f}x at 2 ranks")
     print(f"dtrain at 2 ranks: exposed communication {100 * summary['dtrain_2_exposed_comm_fraction']:.1f}% of train time")
+    print(f"2 independent 1-rank dtrain processes (no communication): "
+          f"{summary['independent_pair_samples_per_s_median']:.0f} samples/s; dtrain at 2 ranks reaches "
+          f"{100 * summary['dtrain_2_of_independent_pair']:.1f}% of it")
 
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump({"machine": {"node": platform.node(), "cores": os.cpu_count()}, "steps": args.steps,
                    "reps": args.reps, "batch_size": args.batch_size, "threads": args.threads,
-                   "summary": summary, "runs": {f"{k[0]}_{k[1]}": v for k, v in runs.items()}}, f, indent=1)
+                   "summary": summary, "runs": {f"{k[0]}_{k[1]}": v for k, v in runs.items()},
+                   "independent_pairs": pairs}, f, indent=1)
     print(f"written {args.out}")
 
 

@@ -25,13 +25,15 @@ long long percent(int64_t part, int64_t whole) {
 
 }  // namespace
 
-std::string utc_timestamp(std::time_t when) {
+std::string format_utc(std::time_t when, const char* strftime_format) {
   std::tm utc{};
   gmtime_r(&when, &utc);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  char text[64];
+  std::strftime(text, sizeof text, strftime_format, &utc);
   return text;
 }
+
+std::string utc_timestamp(std::time_t when) { return format_utc(when, "%Y-%m-%dT%H:%M:%SZ"); }
 
 std::string katib_metrics_line(const EpochStats& stats, std::time_t when) {
   return utc_timestamp(when) + printf_string(" %-8s {metricName: accuracy, metricValue: %.4f};"

@@ -10,6 +10,9 @@
 
 namespace dtrain {
 
+// `when` in UTC with a strftime format.
+std::string format_utc(std::time_t when, const char* strftime_format);
+
 // "2026-11-21T10:00:00Z"
 std::string utc_timestamp(std::time_t when);
 

@@ -12,14 +12,6 @@
 namespace dtrain {
 namespace {
 
-std::string compact_utc(std::time_t when) {
-  std::tm utc{};
-  gmtime_r(&when, &utc);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y%m%dT%H%M%SZ", &utc);
-  return text;
-}
-
 std::string epoch_json(const EpochStats& s) {
   return JsonObject()
       .add("event", "epoch_end")
@@ -51,7 +43,7 @@ RunLogger::RunLogger(const LogOptions& options, bool is_root, const std::string&
   if (!is_root_) return;
   draw_bar_ = options_.progress_bar && isatty(STDERR_FILENO);
   namespace fs = std::filesystem;
-  const std::string stem = (fs::path(options_.dir) / (compact_utc(std::time(nullptr)) + "-" + workload)).string();
+  const std::string stem = (fs::path(options_.dir) / (format_utc(std::time(nullptr), "%Y%m%dT%H%M%SZ") + "-" + workload)).string();
   run_dir_ = stem;
   std::error_code ec;
   for (int attempt = 2; fs::exists(run_dir_, ec); ++attempt) run_dir_ = stem + "-" + std::to_string(attempt);

@@ -2,42 +2,15 @@
 
 #include <ATen/ATen.h>
 
-#include <sstream>
-
 #include "runtime/comm/local_communicator.h"
-#include "runtime/reduce/bucketed_reducer.h"
 #include "runtime/train/trainer.h"
 #include "test/mpi/mpi_test_support.h"
 #include "test/support/params.h"
 #include "test/support/temp_dir.h"
+#include "test/support/train_run.h"
 #include "test/support/tiny_workload.h"
 
 using namespace dtrain;
-
-namespace {
-
-ReducerFactory bucketed() {
-  return [](std::vector<at::Tensor> params, const std::vector<at::Tensor>& buffers, Communicator& comm) {
-    return std::unique_ptr<GradReducer>(new BucketedReducer(std::move(params), buffers, comm, BucketOptions{512, 64}));
-  };
-}
-
-struct Run {
-  at::Tensor params;
-  TrainResult result;
-};
-
-Run train(const TrainConfig& config, const Workload& workload, Communicator& comm) {
-  std::ostringstream console;
-  RunLogger logger(config.log, comm.is_root(), config.workload, console);
-  Trainer trainer(config, workload, comm, logger, bucketed());
-  Run run;
-  run.result = trainer.run(RunInfo{});
-  run.params = test::flat_params(trainer.model());
-  return run;
-}
-
-}  // namespace
 
 TEST_CASE("training at world W lowers the loss and keeps replicas identical", "[train][mpi]") {
   auto comm = test::make_mpi_comm();
@@ -45,7 +18,7 @@ TEST_CASE("training at world W lowers the loss and keeps replicas identical", "[
   TrainConfig config = test::tiny_config(dir.path());
   config.train.epochs = 3;
   auto workload = test::make_tiny_workload({0.2});
-  const Run run = train(config, *workload, *comm);
+  const test::TrainRun run = test::train_run(config, *workload, *comm);
   REQUIRE(run.result.epochs.size() == 3);
   CHECK(run.result.epochs[2].train_loss < run.result.epochs[0].train_loss);
   CHECK(run.result.epochs[0].test_samples == 64);  // the whole test set, not one shard
@@ -61,15 +34,15 @@ TEST_CASE("resuming at world W reproduces the uninterrupted run", "[train][check
   auto workload = test::make_tiny_workload({0.3});
   TrainConfig config = test::tiny_config(whole_dir.path());
   config.train.epochs = 3;
-  const Run whole = train(config, *workload, *comm);
+  const test::TrainRun whole = test::train_run(config, *workload, *comm);
 
   TrainConfig first = test::tiny_config(split_dir.path());
   first.train.epochs = 1;
-  train(first, *workload, *comm);
+  test::train_run(first, *workload, *comm);
   TrainConfig rest = first;
   rest.train.epochs = 3;
   rest.checkpoint.resume = true;
-  const Run resumed = train(rest, *workload, *comm);
+  const test::TrainRun resumed = test::train_run(rest, *workload, *comm);
   CHECK(resumed.result.epochs.front().epoch == 2);
   CHECK(test::all_ranks(*comm, at::equal(resumed.params, whole.params)));
 }
@@ -86,7 +59,7 @@ TEST_CASE("a checkpoint from W ranks resumes on 1 rank with the same global batc
   TrainConfig distributed = test::tiny_config(dir.path());
   distributed.train.batch_size = b;
   distributed.train.epochs = 1;
-  train(distributed, *workload, *comm);
+  test::train_run(distributed, *workload, *comm);
 
   bool ok = true;
   if (comm->is_root()) {  // only rank 0 wrote the checkpoint
@@ -95,11 +68,11 @@ TEST_CASE("a checkpoint from W ranks resumes on 1 rank with the same global batc
     single.train.batch_size = world * b;
     single.train.epochs = 2;
     single.checkpoint.resume = true;
-    const Run resumed = train(single, *workload, local);
+    const test::TrainRun resumed = test::train_run(single, *workload, local);
 
     TrainConfig reference = test::tiny_config(reference_dir.path());
     reference.train = single.train;
-    const Run uninterrupted = train(reference, *workload, local);
+    const test::TrainRun uninterrupted = test::train_run(reference, *workload, local);
     const double difference = test::max_relative_difference(resumed.params, uninterrupted.params);
     CHECK(difference < 1e-5);
     CHECK(resumed.result.epochs.front().epoch == 2);

@@ -2,18 +2,16 @@
 
 #include <ATen/ATen.h>
 
-#include <sstream>
-
 #include <filesystem>
 #include <fstream>
 
 #include "runtime/comm/local_communicator.h"
-#include "runtime/reduce/bucketed_reducer.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/trainer.h"
 #include "runtime/util/error.h"
 #include "test/support/params.h"
 #include "test/support/temp_dir.h"
+#include "test/support/train_run.h"
 #include "test/support/tiny_workload.h"
 
 using namespace dtrain;
@@ -21,26 +19,9 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-ReducerFactory bucketed() {
-  return [](std::vector<at::Tensor> params, const std::vector<at::Tensor>& buffers, Communicator& comm) {
-    return std::unique_ptr<GradReducer>(new BucketedReducer(std::move(params), buffers, comm, BucketOptions{}));
-  };
-}
-
-struct Run {
-  at::Tensor params;
-  TrainResult result;
-};
-
-Run train(const TrainConfig& config, const Workload& workload) {
+test::TrainRun train(const TrainConfig& config, const Workload& workload) {
   LocalCommunicator comm;
-  std::ostringstream console;
-  RunLogger logger(config.log, true, config.workload, console);
-  Trainer trainer(config, workload, comm, logger, bucketed());
-  Run run;
-  run.result = trainer.run(RunInfo{});
-  run.params = test::flat_params(trainer.model());
-  return run;
+  return test::train_run(config, workload, comm);
 }
 
 }  // namespace
@@ -50,13 +31,20 @@ TEST_CASE("training on one rank lowers the loss and logs every epoch", "[train]"
   TrainConfig config = test::tiny_config(dir.path());
   config.train.epochs = 3;
   auto workload = test::make_tiny_workload();
-  const Run run = train(config, *workload);
+  const test::TrainRun run = train(config, *workload);
   REQUIRE(run.result.epochs.size() == 3);
   CHECK(run.result.epochs[2].train_loss < run.result.epochs[0].train_loss);
   CHECK(run.result.epochs[0].train_samples == 256);
   CHECK(run.result.epochs[0].test_samples == 64);
   CHECK(run.result.epochs[1].lr == Approx(0.05 * 0.7));
   CHECK(std::filesystem::exists(run.result.epochs[2].checkpoint_path));
+  // The console shows one Katib metrics line per epoch, with the reduced test accuracy.
+  size_t katib_lines = 0;
+  for (size_t at = run.console.find("{metricName: accuracy"); at != std::string::npos;
+       at = run.console.find("{metricName: accuracy", at + 1)) {
+    ++katib_lines;
+  }
+  CHECK(katib_lines == 3);
   // One run directory with the config and three epoch events between run_start and run_end.
   std::filesystem::path run_dir = *std::filesystem::directory_iterator(config.log.dir);
   CHECK(std::filesystem::exists(run_dir / "config.yaml"));
@@ -78,7 +66,7 @@ TEST_CASE("resuming after an epoch reproduces the uninterrupted run exactly", "[
     config.train.optimizer = optimizer;
     config.train.lr = optimizer == OptimizerKind::kSgd ? 0.05 : 1.0;
     config.train.epochs = 3;
-    const Run whole = train(config, *workload);
+    const test::TrainRun whole = train(config, *workload);
 
     TrainConfig first = test::tiny_config(split_dir.path());
     first.train = config.train;
@@ -87,7 +75,7 @@ TEST_CASE("resuming after an epoch reproduces the uninterrupted run exactly", "[
     TrainConfig rest = first;
     rest.train.epochs = 3;
     rest.checkpoint.resume = true;
-    const Run resumed = train(rest, *workload);
+    const test::TrainRun resumed = train(rest, *workload);
     REQUIRE(resumed.result.epochs.size() == 2);
     CHECK(resumed.result.epochs[0].epoch == 2);
     CHECK(at::equal(resumed.params, whole.params));

@@ -1,0 +1,37 @@
+// Runs the real trainer with the bucketed reducer on any communicator and returns its results and final
+// parameters, with console output captured instead of printed.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <sstream>
+
+#include "runtime/reduce/bucketed_reducer.h"
+#include "runtime/train/trainer.h"
+#include "test/support/params.h"
+
+namespace dtrain::test {
+
+struct TrainRun {
+  at::Tensor params;  // flattened final parameters
+  TrainResult result;
+  std::string console;
+};
+
+inline TrainRun train_run(const TrainConfig& config, const Workload& workload, Communicator& comm,
+                          BucketOptions buckets = BucketOptions{512, 64}) {
+  ReducerFactory make_reducer = [buckets](std::vector<at::Tensor> params, const std::vector<at::Tensor>& buffers,
+                                          Communicator& c) -> std::unique_ptr<GradReducer> {
+    return std::make_unique<BucketedReducer>(std::move(params), buffers, c, buckets);
+  };
+  std::ostringstream console;
+  RunLogger logger(config.log, comm.is_root(), config.workload, console);
+  Trainer trainer(config, workload, comm, logger, make_reducer);
+  TrainRun run;
+  run.result = trainer.run(RunInfo{});
+  run.params = flat_params(trainer.model());
+  run.console = console.str();
+  return run;
+}
+
+}  // namespace dtrain::test

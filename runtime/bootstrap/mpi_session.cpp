@@ -1,6 +1,7 @@
 #include "runtime/bootstrap/mpi_session.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 
 #include "runtime/bootstrap/mpi_detail.h"

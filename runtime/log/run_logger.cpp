@@ -12,10 +12,11 @@
 namespace dtrain {
 namespace {
 
+// Every run-log line starts with the event's name and UTC time.
+JsonObject event(const char* name) { return JsonObject().add("event", name).add("time", utc_timestamp(std::time(nullptr))); }
+
 std::string epoch_json(const EpochStats& s) {
-  return JsonObject()
-      .add("event", "epoch_end")
-      .add("time", utc_timestamp(std::time(nullptr)))
+  return event("epoch_end")
       .add("epoch", s.epoch)
       .add("lr", s.lr)
       .add("steps", s.steps)
@@ -91,9 +92,7 @@ void RunLogger::run_start(const RunInfo& info) {
 
   std::ofstream config_file(std::filesystem::path(run_dir_) / "config.yaml");
   config_file << info.config_yaml;
-  write_event(JsonObject()
-                  .add("event", "run_start")
-                  .add("time", utc_timestamp(std::time(nullptr)))
+  write_event(event("run_start")
                   .add("dtrain_version", info.dtrain_version)
                   .add("workload", info.workload)
                   .add("world_size", info.world_size)
@@ -154,9 +153,7 @@ void RunLogger::run_end(const RunSummary& summary) {
   out_ << "done: " << summary.epochs_run << " epochs in " << summary.total_s << " s | final test_acc "
             << 100.0 * summary.final_test_accuracy << "% | peak memory per rank " << (peak >> 20) << " MiB"
             << std::endl;
-  write_event(JsonObject()
-                  .add("event", "run_end")
-                  .add("time", utc_timestamp(std::time(nullptr)))
+  write_event(event("run_end")
                   .add("epochs_run", summary.epochs_run)
                   .add("total_s", summary.total_s)
                   .add("final_test_accuracy", summary.final_test_accuracy)

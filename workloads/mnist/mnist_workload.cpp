@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "runtime/data/idx_reader.h"
 #include "runtime/data/synthetic.h"
@@ -18,6 +20,15 @@ namespace fs = std::filesystem;
 // Fashion-MNIST too so that dtrain and the PyTorch peer see identical inputs.
 constexpr double kMean = 0.1307;
 constexpr double kStd = 0.3081;
+
+// Where the data is when data.dir is empty: Debian's dataset-fashion-mnist package.
+constexpr const char* kFashionMnistDebianDir = "/usr/share/datasets/fashion-mnist";
+
+// The directories searched for the IDX files under `dir`: dir itself and torchvision's layouts.
+std::vector<std::string> mnist_search_dirs(const std::string& dir) {
+  return {dir, (fs::path(dir) / "raw").string(), (fs::path(dir) / "MNIST" / "raw").string(),
+          (fs::path(dir) / "FashionMNIST" / "raw").string()};
+}
 
 // "train-images-idx3-ubyte" -> the first of DIR/NAME, DIR/NAME.gz (in each search dir) that exists.
 std::string find_idx(const std::vector<std::string>& dirs, const std::string& name, std::vector<std::string>& tried) {
@@ -113,11 +124,6 @@ class MnistWorkload final : public Workload {
 };
 
 }  // namespace
-
-std::vector<std::string> mnist_search_dirs(const std::string& dir) {
-  return {dir, (fs::path(dir) / "raw").string(), (fs::path(dir) / "MNIST" / "raw").string(),
-          (fs::path(dir) / "FashionMNIST" / "raw").string()};
-}
 
 std::unique_ptr<Workload> make_mnist_workload() { return std::make_unique<MnistWorkload>(); }
 

@@ -71,14 +71,14 @@ void RunLogger::run_start(const RunInfo& info) {
   std::string hosts;
   for (const std::string& host : info.hosts) hosts += (hosts.empty() ? "" : ", ") + host;
   out_ << "dtrain " << info.dtrain_version << " | workload " << info.workload << " | world size "
-            << info.world_size << " on " << info.hosts.size() << (info.hosts.size() == 1 ? " host" : " hosts") << " ("
-            << hosts << ") | backend " << info.backend << " | device " << info.device << " | threads per rank "
-            << info.threads_per_rank << "\n"
-            << "libtorch " << info.torch_version << " | " << info.mpi_version << "\n"
-            << "data: " << info.data_description << " | " << info.train_samples << " train, " << info.test_samples
-            << " test samples | " << info.parameters << " parameters\n"
-            << "run log: " << run_dir_ << "/events.jsonl\n"
-            << "effective config:\n";
+      << info.world_size << " on " << info.hosts.size() << (info.hosts.size() == 1 ? " host" : " hosts") << " ("
+      << hosts << ") | backend " << info.backend << " | device " << info.device << " | threads per rank "
+      << info.threads_per_rank << "\n"
+      << "libtorch " << info.torch_version << " | " << info.mpi_version << "\n"
+      << "data: " << info.data_description << " | " << info.train_samples << " train, " << info.test_samples
+      << " test samples | " << info.parameters << " parameters\n"
+      << "run log: " << run_dir_ << "/events.jsonl\n"
+      << "effective config:\n";
   std::string line;
   for (char c : info.config_yaml) {
     if (c == '\n') {
@@ -121,7 +121,7 @@ void RunLogger::train_progress(const ProgressInfo& progress) {
   if (!is_root_) return;
   clear_bar();
   out_ << (options_.format == LogFormat::kKatib ? katib_progress_line(progress) : pytorch_progress_line(progress))
-            << std::endl;
+      << std::endl;
 }
 
 void RunLogger::step_progress(int64_t epoch, int64_t step, int64_t steps) {
@@ -151,8 +151,8 @@ void RunLogger::run_end(const RunSummary& summary) {
   int64_t peak = 0;
   for (int64_t bytes : summary.peak_rss_bytes) peak = std::max(peak, bytes);
   out_ << "done: " << summary.epochs_run << " epochs in " << summary.total_s << " s | final test_acc "
-            << 100.0 * summary.final_test_accuracy << "% | peak memory per rank " << (peak >> 20) << " MiB"
-            << std::endl;
+      << 100.0 * summary.final_test_accuracy << "% | peak memory per rank " << (peak >> 20) << " MiB"
+      << std::endl;
   write_event(event("run_end")
                   .add("epochs_run", summary.epochs_run)
                   .add("total_s", summary.total_s)

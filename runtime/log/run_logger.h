@@ -28,8 +28,6 @@ class RunLogger final {
   void epoch_end(const EpochStats& stats);
   void run_end(const RunSummary& summary);
 
-  const std::string& run_dir() const { return run_dir_; }
-
  private:
   void write_event(const std::string& json_line);
   void clear_bar();

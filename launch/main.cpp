@@ -55,6 +55,12 @@ int ranks_per_host(const MpiSession& session) {
   return most;
 }
 
+std::string joined(const std::vector<std::string>& names) {
+  std::string text;
+  for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
+  return text;
+}
+
 void print_workloads(const WorkloadRegistry& registry) {
   for (const std::string& name : registry.names()) std::cout << name << "\t" << registry.description(name) << "\n";
 }
@@ -68,6 +74,7 @@ int run(int argc, char** argv, MpiSession& session) {
   std::unique_ptr<Workload> workload;
   BackendKind backend = BackendKind::kMpi;
   DeviceKind device = DeviceKind::kCpu;
+  int cuda_device = -1;
   std::string error = error_of([&] {
     cmd = parse_command_line(argc, argv);
     validate_config(cmd.config, cmd.sources);
@@ -75,6 +82,8 @@ int run(int argc, char** argv, MpiSession& session) {
     workload = registry.create(cmd.config.workload);
     device = resolve_device(cmd.config.comm.device);
     backend = resolve_backend(cmd.config.comm.backend, device);
+    validate_for_device(cmd.config, device, cmd.sources);
+    if (device == DeviceKind::kCuda) cuda_device = select_cuda_device(session, backend);
   });
   error = session.first_error(error, startup_timeout_s);
   if (!error.empty()) {
@@ -84,7 +93,10 @@ int run(int argc, char** argv, MpiSession& session) {
   if (cmd.show_help || cmd.show_version || cmd.list_workloads || cmd.print_config) {
     if (session.is_root()) {
       if (cmd.show_help) std::cout << help_text();
-      if (cmd.show_version) std::cout << "dtrain " << DTRAIN_VERSION << " (libtorch " << TORCH_VERSION << ")\n";
+      if (cmd.show_version) {
+        std::cout << "dtrain " << DTRAIN_VERSION << " (libtorch " << TORCH_VERSION << "; backends: " << joined(available_backends())
+                  << "; devices: " << joined(available_devices()) << ")\n";
+      }
       if (cmd.list_workloads) print_workloads(registry);
       if (cmd.print_config) std::cout << to_yaml(cmd.config);
       std::cout << std::flush;
@@ -97,19 +109,32 @@ int run(int argc, char** argv, MpiSession& session) {
   at::set_num_threads(threads);
   at::set_num_interop_threads(1);
 
-  std::unique_ptr<Communicator> comm = make_communicator(backend, session, config.comm);
-  const BucketOptions buckets{static_cast<size_t>(config.comm.bucket_mb * (1 << 20)),
-                              static_cast<size_t>(config.comm.first_bucket_mb * (1 << 20))};
-  ReducerFactory make_reducer = [buckets](std::vector<at::Tensor> params, const std::vector<at::Tensor>& buffers,
-                                          Communicator& c) -> std::unique_ptr<GradReducer> {
-    return std::make_unique<BucketedReducer>(std::move(params), buffers, c, buckets);
+  CommSetup setup;
+  setup.backend = backend;
+  setup.cuda_device = cuda_device;
+  setup.on_fatal = [&session](const std::string& message) {
+    std::cerr << message << std::endl;
+    session.abort(kExitFailure);
   };
+  std::unique_ptr<Communicator> comm = make_communicator(setup, session, config.comm);
+  ReducerOptions reducer_options;
+  reducer_options.buckets = BucketOptions{static_cast<size_t>(config.comm.bucket_mb * (1 << 20)),
+                                          static_cast<size_t>(config.comm.first_bucket_mb * (1 << 20))};
+  reducer_options.compress_bf16 = config.comm.compress == Compression::kBf16;
+  ReducerFactory make_reducer = [reducer_options](std::vector<at::Tensor> params,
+                                                  const std::vector<at::Tensor>& buffers,
+                                                  Communicator& c) -> std::unique_ptr<GradReducer> {
+    return std::make_unique<BucketedReducer>(std::move(params), buffers, c, reducer_options);
+  };
+  const c10::Device compute_device = device == DeviceKind::kCuda
+                                         ? c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(cuda_device))
+                                         : c10::Device(c10::DeviceType::CPU);
 
   std::unique_ptr<RunLogger> logger;
   std::unique_ptr<Trainer> trainer;
   error = error_of([&] {
     logger = std::make_unique<RunLogger>(config.log, session.is_root(), config.workload);
-    trainer = std::make_unique<Trainer>(config, *workload, *comm, *logger, make_reducer);
+    trainer = std::make_unique<Trainer>(config, *workload, *comm, *logger, make_reducer, compute_device);
   });
   error = session.first_error(error, config.comm.timeout_s);
   if (!error.empty()) {
@@ -124,7 +149,7 @@ int run(int argc, char** argv, MpiSession& session) {
   info.hosts = session.unique_hosts();
   info.ranks_per_host = ranks_per_host(session);
   info.backend = comm->backend_name();
-  info.device = to_string(device);
+  info.device = compute_device.str();
   info.threads_per_rank = threads;
   info.torch_version = TORCH_VERSION;
   info.mpi_version = session.mpi_library_version();

@@ -17,7 +17,9 @@ class Work {
   virtual ~Work() = default;
   // Local, non-blocking: true once the result is in the tensor. Also drives the backend's progress.
   virtual bool is_completed() = 0;
-  // Blocks until done (or comm.timeout_s passes) and rethrows the backend's error as CommError.
+  // Makes the result visible to the caller and rethrows the backend's error as CommError. Host
+  // backends (MPI) block until done or comm.timeout_s passes; for CUDA tensors under NCCL, later work on
+  // the caller's current CUDA stream is ordered after the collective and the host does not wait.
   virtual void wait() = 0;
 };
 
@@ -30,7 +32,8 @@ class Communicator {
   virtual std::string backend_name() const = 0;
 
   // Collective: all ranks, same order, same shape and dtype. Starts an in-place reduction of a contiguous
-  // tensor (float, double, int32, int64) and returns at once; the tensor must not be touched until wait().
+  // tensor (float, double, bfloat16, half, int32, int64) and returns at once; the tensor must not be
+  // touched until wait(). Every backend takes CPU tensors; CUDA tensors go to NCCL, or via host memory.
   // kAverage divides by world_size (floating types only).
   virtual std::unique_ptr<Work> allreduce_async(at::Tensor tensor, ReduceOp op) = 0;
 

@@ -1,38 +1,143 @@
 #include "runtime/comm/make_communicator.h"
 
+#include <torch/cuda.h>
+#include <torch/version.h>
+
+#include <cstdlib>
+
 #include "runtime/comm/mpi_communicator.h"
+#include "runtime/device/gpu_assignment.h"
 #include "runtime/util/error.h"
 
-namespace dtrain {
+#if DTRAIN_WITH_NCCL
+#include "runtime/comm/nccl_communicator.h"
+#endif
+#if DTRAIN_WITH_CUDA_TORCH
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
-std::vector<std::string> available_backends() { return {"mpi"}; }
+namespace dtrain {
+namespace {
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string text;
+  for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
+  return text;
+}
+
+std::string cuda_visible_devices() {
+  const char* value = std::getenv("CUDA_VISIBLE_DEVICES");
+  return value == nullptr ? "" : value;
+}
+
+int visible_cuda_devices() {
+#if DTRAIN_WITH_CUDA_TORCH
+  return static_cast<int>(torch::cuda::device_count());
+#else
+  return 0;
+#endif
+}
+
+}  // namespace
+
+std::vector<std::string> available_backends() {
+#if DTRAIN_WITH_NCCL
+  return {"mpi", "nccl"};
+#else
+  return {"mpi"};
+#endif
+}
+
+std::vector<std::string> available_devices() {
+  if (visible_cuda_devices() > 0) return {"cpu", "cuda"};
+  return {"cpu"};
+}
 
 DeviceKind resolve_device(DeviceKind requested) {
-  // This build has no CUDA support: the CPU is the only device.
-  if (requested == DeviceKind::kCuda) {
-    throw ConfigError("comm.device 'cuda' requested, but this dtrain was built without CUDA; available devices: cpu");
+  const int gpus = visible_cuda_devices();
+  if (requested == DeviceKind::kAuto) return gpus > 0 ? DeviceKind::kCuda : DeviceKind::kCpu;
+  if (requested == DeviceKind::kCuda && gpus == 0) {
+#if DTRAIN_WITH_CUDA_TORCH
+    const std::string visible = cuda_visible_devices();
+    throw ConfigError("comm.device 'cuda' requested, but no CUDA device is visible to this process (" +
+                      (visible.empty() ? std::string("CUDA_VISIBLE_DEVICES unset") : "CUDA_VISIBLE_DEVICES=" + visible) +
+                      "); available devices: " + joined(available_devices()));
+#else
+    throw ConfigError(std::string("comm.device 'cuda' requested, but this dtrain was built with a CPU-only LibTorch (") +
+                      TORCH_VERSION + "); available devices: " + joined(available_devices()) +
+                      ". Build against a CUDA LibTorch (see docs/gpu.md)");
+#endif
   }
-  return DeviceKind::kCpu;
+  return requested;
 }
 
 BackendKind resolve_backend(BackendKind requested, DeviceKind device) {
-  if (requested == BackendKind::kNccl) {
-    std::string names;
-    for (const std::string& name : available_backends()) names += (names.empty() ? "" : ", ") + name;
-    throw ConfigError("comm.backend 'nccl' is not built into this dtrain; available backends: " + names);
+#if DTRAIN_WITH_NCCL
+  const bool nccl_built = true;
+#else
+  const bool nccl_built = false;
+#endif
+  switch (requested) {
+    case BackendKind::kAuto:
+      return device == DeviceKind::kCuda && nccl_built ? BackendKind::kNccl : BackendKind::kMpi;
+    case BackendKind::kMpi:
+      return BackendKind::kMpi;
+    case BackendKind::kNccl:
+      if (!nccl_built) {
+        throw ConfigError("comm.backend 'nccl' is not built into this dtrain; available backends: " +
+                          joined(available_backends()) + ". Build with the CUDA toolkit and NCCL (see docs/gpu.md)");
+      }
+      if (device != DeviceKind::kCuda) {
+        throw ConfigError(std::string("comm.backend 'nccl' needs comm.device 'cuda', but the device is '") +
+                          to_string(device) + "'; use --backend mpi for CPU training");
+      }
+      return BackendKind::kNccl;
   }
-  return BackendKind::kMpi;
+  throw ConfigError("unknown comm.backend");
 }
 
-std::unique_ptr<Communicator> make_communicator(BackendKind backend, const MpiSession& session,
+int select_cuda_device(const MpiSession& session, BackendKind backend) {
+  GpuPlacement placement;
+  placement.local_rank = session.local_rank();
+  placement.local_world_size = session.local_world_size();
+  placement.visible_gpus = visible_cuda_devices();
+  placement.one_rank_per_gpu = backend == BackendKind::kNccl;
+  placement.host = session.hostname();
+  placement.cuda_visible_devices = cuda_visible_devices();
+  const int device = assign_gpu(placement);
+#if DTRAIN_WITH_CUDA_TORCH
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(device));
+#endif
+  return device;
+}
+
+std::unique_ptr<Communicator> make_communicator(const CommSetup& setup, const MpiSession& session,
                                                 const CommOptions& options) {
-  switch (backend) {
-    case BackendKind::kMpi: return std::make_unique<MpiCommunicator>(session, options.timeout_s);
+  switch (setup.backend) {
+    case BackendKind::kMpi:
+      return std::make_unique<MpiCommunicator>(session, options.timeout_s);
+    case BackendKind::kNccl: {
+#if DTRAIN_WITH_NCCL
+      NcclOptions nccl;
+      nccl.device = setup.cuda_device;
+      nccl.timeout_s = options.timeout_s;
+      nccl.on_fatal = setup.on_fatal;
+#if DTRAIN_WITH_CUDA_TORCH
+      // Collectives follow whatever stream LibTorch computes on (autograd may use more than one).
+      nccl.compute_stream = [] { return static_cast<void*>(c10::cuda::getCurrentCUDAStream().stream()); };
+#endif
+      return std::make_unique<NcclCommunicator>(session, nccl);
+#else
+      break;
+#endif
+    }
     case BackendKind::kAuto:
-    case BackendKind::kNccl: break;
+      break;
   }
-  throw ConfigError(std::string("cannot build a communicator for backend '") + to_string(backend) +
-                    "'; resolve it with resolve_backend first");
+  throw ConfigError(std::string("cannot build a communicator for backend '") + to_string(setup.backend) +
+                    "'; available backends: " + joined(available_backends()) +
+                    " (resolve 'auto' with resolve_backend first)");
 }
 
 }  // namespace dtrain

@@ -1,7 +1,8 @@
-// Backend and device selection: resolves "auto" and builds the Communicator. The one place that knows
-// which backends this build contains.
+// Backend and device selection: resolves "auto", picks this rank's GPU and builds the Communicator.
+// The one place that knows which backends and devices this build contains.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,16 +13,31 @@
 
 namespace dtrain {
 
-// Backends compiled into this build, e.g. {"mpi"}.
+// Backends compiled into this build, e.g. {"mpi", "nccl"}.
 std::vector<std::string> available_backends();
 
-// Resolves comm.device and comm.backend ("auto" picks CUDA+NCCL when usable, else CPU+MPI). Throws
-// ConfigError, listing what is available, when the request cannot be met; never falls back silently.
+// Devices usable by this process: "cpu", plus "cuda" when LibTorch has CUDA and a GPU is visible.
+std::vector<std::string> available_devices();
+
+// Local. Resolve comm.device and comm.backend: "auto" picks CUDA and NCCL when a GPU is visible and
+// NCCL was built in, else CPU and MPI. Throws ConfigError, listing what is available, when the request
+// cannot be met; never falls back silently.
 DeviceKind resolve_device(DeviceKind requested);
 BackendKind resolve_backend(BackendKind requested, DeviceKind device);
 
-// Collective: every rank of `session` must call it with the same options.
-std::unique_ptr<Communicator> make_communicator(BackendKind backend, const MpiSession& session,
+// Local. The CUDA device of this rank from its local rank (see assign_gpu), made LibTorch's current
+// device. Throws ConfigError when the node has too few GPUs for the backend.
+int select_cuda_device(const MpiSession& session, BackendKind backend);
+
+struct CommSetup {
+  BackendKind backend = BackendKind::kMpi;  // resolved
+  int cuda_device = -1;                     // from select_cuda_device; NCCL only
+  // NCCL's watchdog calls this after aborting a timed-out or failed communicator; it must end the job.
+  std::function<void(const std::string& message)> on_fatal;
+};
+
+// Collective: every rank of `session` must call it with the same backend.
+std::unique_ptr<Communicator> make_communicator(const CommSetup& setup, const MpiSession& session,
                                                 const CommOptions& options);
 
 }  // namespace dtrain

@@ -1,6 +1,8 @@
 #include "runtime/comm/mpi_communicator.h"
 
 #include <ATen/ATen.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
 
 #include <climits>
 
@@ -10,9 +12,20 @@ namespace dtrain {
 
 struct MpiCommunicator::Impl {
   MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Op bfloat16_sum = MPI_OP_NULL;  // MPI has no 16-bit float types: sums of raw 16-bit words
+  MPI_Op half_sum = MPI_OP_NULL;
 };
 
 namespace {
+
+// Reduction kernels for 16-bit floats carried as MPI_UINT16_T. Each pair is added in float and rounded
+// once, as NCCL does for its 16-bit types.
+template <typename Float16>
+void sum_16bit(void* in, void* inout, int* len, MPI_Datatype* /*type*/) {
+  const auto* a = static_cast<const Float16*>(in);
+  auto* b = static_cast<Float16*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = static_cast<Float16>(static_cast<float>(a[i]) + static_cast<float>(b[i]));
+}
 
 MPI_Datatype mpi_type(const at::Tensor& tensor) {
   switch (tensor.scalar_type()) {
@@ -22,16 +35,18 @@ MPI_Datatype mpi_type(const at::Tensor& tensor) {
     case at::kLong: return MPI_INT64_T;
     case at::kByte: return MPI_UINT8_T;
     case at::kChar: return MPI_INT8_T;
+    case at::kBFloat16:
+    case at::kHalf: return MPI_UINT16_T;  // with the matching sum op from reduce_op()
     default:
       throw CommError(detail::mpi_rank_prefix() + "MPI backend: unsupported dtype " +
                       std::string(c10::toString(tensor.scalar_type())) +
-                      "; expected float, double, int8, uint8, int32 or int64");
+                      "; expected float, double, bfloat16, half, int8, uint8, int32 or int64");
   }
 }
 
 int mpi_count(const at::Tensor& tensor, const char* what) {
   DTRAIN_CHECK(tensor.device().is_cpu(), CommError,
-               detail::mpi_rank_prefix() << what << ": MPI backend needs a CPU tensor, got " << tensor.device());
+               detail::mpi_rank_prefix() << what << ": MPI needs a host tensor, got " << tensor.device());
   DTRAIN_CHECK(tensor.is_contiguous(), CommError,
                detail::mpi_rank_prefix() << what << ": tensor must be contiguous (shape " << tensor.sizes() << ")");
   DTRAIN_CHECK(tensor.numel() <= INT_MAX, CommError,
@@ -40,10 +55,26 @@ int mpi_count(const at::Tensor& tensor, const char* what) {
   return static_cast<int>(tensor.numel());
 }
 
+// MPI works on host memory: a CUDA tensor is copied into a pinned host buffer first (waiting for the
+// kernels that wrote it) and the result copied back after completion. CPU tensors are used as they are.
+at::Tensor host_copy(const at::Tensor& tensor) {
+  if (!tensor.is_cuda()) return tensor;
+  at::Tensor staged = at::empty(tensor.sizes(), tensor.options().device(at::kCPU).pinned_memory(true));
+  staged.copy_(tensor);
+  return staged;
+}
+
 class MpiWork final : public Work {
  public:
-  MpiWork(at::Tensor tensor, ReduceOp op, int world_size, double timeout_s, MPI_Request request)
-      : tensor_(std::move(tensor)), op_(op), world_size_(world_size), timeout_s_(timeout_s), request_(request) {}
+  // `tensor` is the host buffer MPI reduces into; `device_tensor`, if defined, receives the result.
+  MpiWork(at::Tensor tensor, at::Tensor device_tensor, ReduceOp op, int world_size, double timeout_s,
+          MPI_Request request)
+      : tensor_(std::move(tensor)),
+        device_tensor_(std::move(device_tensor)),
+        op_(op),
+        world_size_(world_size),
+        timeout_s_(timeout_s),
+        request_(request) {}
 
   ~MpiWork() override {
     // Only an error path destroys an unfinished work, typically while a peer is dead or stuck, so waiting
@@ -71,9 +102,11 @@ class MpiWork final : public Work {
   void finish() {
     finished_ = true;
     if (op_ == ReduceOp::kAverage && world_size_ > 1) tensor_.div_(world_size_);
+    if (device_tensor_.defined()) device_tensor_.copy_(tensor_);
   }
 
   at::Tensor tensor_;
+  at::Tensor device_tensor_;
   ReduceOp op_;
   int world_size_;
   double timeout_s_;
@@ -87,36 +120,52 @@ MpiCommunicator::MpiCommunicator(const MpiSession& session, double timeout_s)
     : impl_(std::make_unique<Impl>()), rank_(session.rank()), world_size_(session.world_size()), timeout_s_(timeout_s) {
   DTRAIN_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &impl_->comm));
   DTRAIN_MPI_CHECK(MPI_Comm_set_errhandler(impl_->comm, MPI_ERRORS_RETURN));
+  DTRAIN_MPI_CHECK(MPI_Op_create(&sum_16bit<c10::BFloat16>, /*commute=*/1, &impl_->bfloat16_sum));
+  DTRAIN_MPI_CHECK(MPI_Op_create(&sum_16bit<c10::Half>, /*commute=*/1, &impl_->half_sum));
 }
 
 MpiCommunicator::~MpiCommunicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized && impl_->comm != MPI_COMM_NULL) MPI_Comm_free(&impl_->comm);
+  if (finalized) return;
+  if (impl_->bfloat16_sum != MPI_OP_NULL) MPI_Op_free(&impl_->bfloat16_sum);
+  if (impl_->half_sum != MPI_OP_NULL) MPI_Op_free(&impl_->half_sum);
+  if (impl_->comm != MPI_COMM_NULL) MPI_Comm_free(&impl_->comm);
 }
 
 std::unique_ptr<Work> MpiCommunicator::allreduce_async(at::Tensor tensor, ReduceOp op) {
-  const int count = mpi_count(tensor, "allreduce");
-  const MPI_Datatype type = mpi_type(tensor);
   DTRAIN_CHECK(op == ReduceOp::kSum || tensor.is_floating_point(), CommError,
                detail::mpi_rank_prefix() << "allreduce average needs a floating-point tensor, got "
                                          << tensor.scalar_type());
+  DTRAIN_CHECK(tensor.is_contiguous(), CommError,
+               detail::mpi_rank_prefix() << "allreduce: tensor must be contiguous (shape " << tensor.sizes() << ")");
+  at::Tensor host = host_copy(tensor);
+  at::Tensor device = tensor.is_cuda() ? std::move(tensor) : at::Tensor();
+  const int count = mpi_count(host, "allreduce");
+  const MPI_Datatype type = mpi_type(host);
+  MPI_Op sum = MPI_SUM;
+  if (host.scalar_type() == at::kBFloat16) sum = impl_->bfloat16_sum;
+  if (host.scalar_type() == at::kHalf) sum = impl_->half_sum;
   MPI_Request request = MPI_REQUEST_NULL;
-  DTRAIN_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, tensor.data_ptr(), count, type, MPI_SUM, impl_->comm, &request));
-  return std::make_unique<MpiWork>(std::move(tensor), op, world_size_, timeout_s_, request);
+  DTRAIN_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, host.data_ptr(), count, type, sum, impl_->comm, &request));
+  return std::make_unique<MpiWork>(std::move(host), std::move(device), op, world_size_, timeout_s_, request);
 }
 
 void MpiCommunicator::broadcast(at::Tensor& tensor, int root) {
   DTRAIN_CHECK(root >= 0 && root < world_size_, CommError,
                detail::mpi_rank_prefix() << "broadcast root " << root << " out of range [0, " << world_size_ << ")");
-  const int count = mpi_count(tensor, "broadcast");
+  DTRAIN_CHECK(tensor.is_contiguous(), CommError,
+               detail::mpi_rank_prefix() << "broadcast: tensor must be contiguous (shape " << tensor.sizes() << ")");
+  at::Tensor host = host_copy(tensor);
+  const int count = mpi_count(host, "broadcast");
   MPI_Request request = MPI_REQUEST_NULL;
-  DTRAIN_MPI_CHECK(MPI_Ibcast(tensor.data_ptr(), count, mpi_type(tensor), root, impl_->comm, &request));
-  detail::wait_mpi_request(&request, timeout_s_, "MPI_Ibcast of " + std::to_string(tensor.nbytes()) + " bytes");
+  DTRAIN_MPI_CHECK(MPI_Ibcast(host.data_ptr(), count, mpi_type(host), root, impl_->comm, &request));
+  detail::wait_mpi_request(&request, timeout_s_, "MPI_Ibcast of " + std::to_string(host.nbytes()) + " bytes");
+  if (tensor.is_cuda()) tensor.copy_(host);
 }
 
 at::Tensor MpiCommunicator::allgather(const at::Tensor& tensor) {
-  at::Tensor input = tensor.contiguous();
+  at::Tensor input = host_copy(tensor.contiguous());
   const int count = mpi_count(input, "allgather");
   std::vector<int64_t> shape{world_size_};
   shape.insert(shape.end(), input.sizes().begin(), input.sizes().end());
@@ -125,7 +174,7 @@ at::Tensor MpiCommunicator::allgather(const at::Tensor& tensor) {
   DTRAIN_MPI_CHECK(MPI_Iallgather(input.data_ptr(), count, mpi_type(input), output.data_ptr(), count,
                                   mpi_type(input), impl_->comm, &request));
   detail::wait_mpi_request(&request, timeout_s_, "MPI_Iallgather");
-  return output;
+  return output.to(tensor.device());
 }
 
 void MpiCommunicator::barrier() {

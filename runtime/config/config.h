@@ -12,6 +12,8 @@ enum class OptimizerKind { kAdadelta, kSgd };
 enum class LogFormat { kKatib, kPytorch };
 enum class BackendKind { kAuto, kMpi, kNccl };
 enum class DeviceKind { kAuto, kCpu, kCuda };
+enum class Precision { kFp32, kBf16, kFp16 };  // compute precision of forward/backward under autocast
+enum class Compression { kNone, kBf16 };        // wire format of gradient buckets
 
 struct TrainOptions {
   int64_t epochs = 1;
@@ -26,6 +28,7 @@ struct TrainOptions {
   int64_t max_steps = 0;   // per rank and epoch; 0 = the whole epoch
   int64_t accumulate = 1;  // backward passes per optimizer step; only the last one communicates
   int64_t threads = 0;     // intra-op threads per rank; 0 = cores of the node / ranks on the node
+  Precision precision = Precision::kFp32;  // bf16/fp16: autocast; fp16 adds a dynamic loss scale
 };
 
 struct DataOptions {
@@ -39,6 +42,7 @@ struct CommOptions {
   double bucket_mb = 25.0;
   double first_bucket_mb = 1.0;  // PyTorch DDP's first bucket: gradients ready first start moving early
   double timeout_s = 600.0;      // a collective that does not finish in this time fails the run
+  Compression compress = Compression::kNone;  // bf16 halves the bytes of fp32 gradient buckets on the wire
 };
 
 struct LogOptions {
@@ -71,5 +75,7 @@ const char* to_string(OptimizerKind kind);
 const char* to_string(LogFormat format);
 const char* to_string(BackendKind kind);
 const char* to_string(DeviceKind kind);
+const char* to_string(Precision precision);
+const char* to_string(Compression compression);
 
 }  // namespace dtrain

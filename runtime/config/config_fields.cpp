@@ -43,6 +43,22 @@ const char* to_string(DeviceKind kind) {
   return "?";
 }
 
+const char* to_string(Precision precision) {
+  switch (precision) {
+    case Precision::kFp32: return "fp32";
+    case Precision::kBf16: return "bf16";
+    case Precision::kFp16: return "fp16";
+  }
+  return "?";
+}
+const char* to_string(Compression compression) {
+  switch (compression) {
+    case Compression::kNone: return "none";
+    case Compression::kBf16: return "bf16";
+  }
+  return "?";
+}
+
 namespace {
 
 // "run.yaml: train.batch_size" or "--batch-size (train.batch_size)".
@@ -196,6 +212,10 @@ std::vector<ConfigField> build_fields() {
                         [](TrainConfig& c) -> int64_t& { return c.train.accumulate; }, 1, 1024));
   f.push_back(int_field("train.threads", "threads", "intra-op threads per rank (0 = cores per node / ranks per node)",
                         [](TrainConfig& c) -> int64_t& { return c.train.threads; }, 0, 1024));
+  f.push_back(enum_field<Precision>("train.precision", "precision",
+                                    "compute precision: autocast to bf16/fp16 (fp16 with dynamic loss scaling; CUDA only)",
+                                    [](TrainConfig& c) -> Precision& { return c.train.precision; },
+                                    {Precision::kFp32, Precision::kBf16, Precision::kFp16}));
 
   f.push_back(string_field("data.dir", "data-dir", "directory with the dataset files (empty = workload default)",
                            [](TrainConfig& c) -> std::string& { return c.data.dir; }, true));
@@ -215,6 +235,9 @@ std::vector<ConfigField> build_fields() {
   f.push_back(float_field("comm.timeout_s", "comm-timeout-s",
                           "seconds a collective may take before the run fails instead of hanging",
                           [](TrainConfig& c) -> double& { return c.comm.timeout_s; }, 0.0, false));
+  f.push_back(enum_field<Compression>("comm.compress", "compress", "send fp32 gradient buckets as bf16 (half the bytes)",
+                                      [](TrainConfig& c) -> Compression& { return c.comm.compress; },
+                                      {Compression::kNone, Compression::kBf16}));
 
   f.push_back(string_field("log.dir", "log-dir", "directory for the JSON-lines run log and the effective config",
                            [](TrainConfig& c) -> std::string& { return c.log.dir; }, false));

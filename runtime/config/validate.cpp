@@ -29,4 +29,12 @@ void validate_config(const TrainConfig& config, const ConfigSources& sources) {
   }
 }
 
+void validate_for_device(const TrainConfig& config, DeviceKind device, const ConfigSources& sources) {
+  if (config.train.precision == Precision::kFp16 && device != DeviceKind::kCuda) {
+    // CPU kernels for half are slow or missing, and bf16 has fp32's range, so it needs no loss scaling.
+    throw ConfigError(described("train.precision", sources) + " 'fp16' needs comm.device 'cuda', but the device is '" +
+                      to_string(device) + "'; use --precision bf16 on the CPU");
+  }
+}
+
 }  // namespace dtrain

@@ -8,4 +8,7 @@ namespace dtrain {
 // Throws ConfigError naming the keys involved and where their values came from.
 void validate_config(const TrainConfig& config, const ConfigSources& sources);
 
+// The rules that depend on the resolved device (comm.device "auto" resolved by resolve_device).
+void validate_for_device(const TrainConfig& config, DeviceKind device, const ConfigSources& sources);
+
 }  // namespace dtrain

@@ -14,6 +14,14 @@ at::Tensor normalise(const TensorDataset& data, at::Tensor raw) {
 
 }  // namespace
 
+TensorDataset TensorDataset::to(const at::Device& device) const {
+  TensorDataset moved = *this;
+  for (at::Tensor* t : {&moved.inputs, &moved.targets, &moved.mean, &moved.std}) {
+    if (t->defined()) *t = t->to(device);
+  }
+  return moved;
+}
+
 at::Tensor TensorDataset::gather_inputs(const at::Tensor& index) const {
   return normalise(*this, inputs.index_select(0, index));
 }

@@ -20,6 +20,10 @@ struct TensorDataset {
 
   int64_t size() const { return inputs.defined() ? inputs.size(0) : 0; }
 
+  // The same dataset with every tensor on `device`, stored in its compact form: uploading once lets
+  // batches be gathered on a GPU with no per-batch host copy.
+  TensorDataset to(const at::Device& device) const;
+
   // Model-ready inputs of the samples at `index` (int64, on the inputs' device).
   at::Tensor gather_inputs(const at::Tensor& index) const;
   // Model-ready inputs of samples [begin, begin + count).

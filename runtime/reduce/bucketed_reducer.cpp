@@ -55,7 +55,7 @@ void broadcast_from_root(const std::vector<at::Tensor>& tensors, Communicator& c
 }  // namespace
 
 BucketedReducer::BucketedReducer(std::vector<at::Tensor> params, const std::vector<at::Tensor>& buffers,
-                                 Communicator& comm, const BucketOptions& options)
+                                 Communicator& comm, const ReducerOptions& options)
     : params_(std::move(params)), comm_(comm) {
   std::vector<at::Tensor> state = params_;
   state.insert(state.end(), buffers.begin(), buffers.end());
@@ -67,7 +67,7 @@ BucketedReducer::BucketedReducer(std::vector<at::Tensor> params, const std::vect
     DTRAIN_CHECK(p.is_contiguous(), Error, "BucketedReducer: parameter of shape " << p.sizes() << " is not contiguous");
     infos.push_back(ParamInfo{static_cast<int64_t>(p.nbytes()), group_of(p)});
   }
-  specs_ = assign_buckets(infos, options);
+  specs_ = assign_buckets(infos, options.buckets);
 
   bucket_of_param_.resize(params_.size());
   grad_ptrs_.resize(params_.size());
@@ -87,6 +87,8 @@ BucketedReducer::BucketedReducer(std::vector<at::Tensor> params, const std::vect
       bucket_of_param_[i] = b;
       offset += p.numel();
     }
+    const bool compress = options.compress_bf16 && buffer.scalar_type() == at::kFloat;
+    wire_.push_back(compress ? at::empty_like(buffer, buffer.options().dtype(at::kBFloat16)) : at::Tensor());
     buffers_.push_back(std::move(buffer));
   }
 
@@ -148,7 +150,12 @@ void BucketedReducer::launch_ready_buckets() {
 
 void BucketedReducer::launch(size_t bucket) {
   if (bucket == 0) since_first_launch_.reset();
-  works_.push_back(comm_.allreduce_async(buffers_[bucket], ReduceOp::kAverage));
+  if (wire_[bucket].defined()) {
+    wire_[bucket].copy_(buffers_[bucket]);
+    works_.push_back(comm_.allreduce_async(wire_[bucket], ReduceOp::kAverage));
+  } else {
+    works_.push_back(comm_.allreduce_async(buffers_[bucket], ReduceOp::kAverage));
+  }
 }
 
 void BucketedReducer::poll_in_flight() {
@@ -166,10 +173,13 @@ StepCommStats BucketedReducer::finish_backward() {
   // collective sequence matches on every rank.
   while (next_launch_ < specs_.size()) launch(next_launch_++);
   for (auto& work : works_) work->wait();
+  for (size_t b = 0; b < specs_.size(); ++b) {
+    if (wire_[b].defined()) buffers_[b].copy_(wire_[b]);
+  }
   stats.exposed_comm_s = exposed.elapsed_s();
   stats.comm_s = since_first_launch_.elapsed_s();
   stats.buckets = static_cast<int64_t>(specs_.size());
-  for (const BucketSpec& spec : specs_) stats.bytes_reduced += spec.bytes;
+  for (size_t b = 0; b < specs_.size(); ++b) stats.bytes_reduced += wire_[b].defined() ? wire_[b].nbytes() : specs_[b].bytes;
   works_.clear();
   return stats;
 }

@@ -19,12 +19,19 @@ struct Node;
 
 namespace dtrain {
 
+struct ReducerOptions {
+  BucketOptions buckets;
+  // Send fp32 buckets as bf16 (half the bytes; gradients keep 8 bits of mantissa on the wire). The
+  // average is taken in bf16 and written back into the fp32 gradients.
+  bool compress_bf16 = false;
+};
+
 class BucketedReducer final : public GradReducer {
  public:
   // Collective: broadcasts `params` and `buffers` from rank 0 so every replica starts identical, then
   // installs the gradient views and hooks. The reducer must not outlive the parameters.
   BucketedReducer(std::vector<at::Tensor> params, const std::vector<at::Tensor>& buffers, Communicator& comm,
-                  const BucketOptions& options);
+                  const ReducerOptions& options);
   ~BucketedReducer() override;
   BucketedReducer(const BucketedReducer&) = delete;
   BucketedReducer& operator=(const BucketedReducer&) = delete;
@@ -47,6 +54,7 @@ class BucketedReducer final : public GradReducer {
   Communicator& comm_;
   std::vector<BucketSpec> specs_;
   std::vector<at::Tensor> buffers_;       // one flat gradient buffer per bucket
+  std::vector<at::Tensor> wire_;          // per bucket: its bf16 copy when compressing, else undefined
   std::vector<size_t> bucket_of_param_;
   std::vector<const void*> grad_ptrs_;    // where each .grad must point; detects replaced gradients
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;

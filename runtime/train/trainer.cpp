@@ -4,6 +4,7 @@
 #include <torch/optim/optimizer.h>
 
 #include "runtime/data/distributed_sampler.h"
+#include "runtime/train/autocast_scope.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/optimizer_factory.h"
 #include "runtime/util/check.h"
@@ -26,20 +27,25 @@ uint64_t epoch_seed(int64_t seed, int64_t epoch, int rank) {
 }  // namespace
 
 Trainer::Trainer(const TrainConfig& config, const Workload& workload, Communicator& comm, RunLogger& logger,
-                 ReducerFactory make_reducer)
+                 ReducerFactory make_reducer, c10::Device device)
     : config_(config),
       workload_(workload),
       comm_(comm),
       logger_(logger),
       make_reducer_(std::move(make_reducer)),
+      device_(device),
       seed_(config.train.seed) {
   at::manual_seed(static_cast<uint64_t>(seed_));
   model_ = workload_.make_model();
+  model_->to(device_);
   data_ = workload_.load_data(config_.data, static_cast<uint64_t>(seed_));
   DTRAIN_CHECK(data_.train.size() > 0 && data_.test.size() > 0, DataError,
                "workload '" << workload_.name() << "' loaded an empty dataset (" << data_.train.size() << " train, "
                             << data_.test.size() << " test samples) from " << data_.description);
+  data_.train = data_.train.to(device_);
+  data_.test = data_.test.to(device_);
   optimizer_ = make_optimizer(config_.train, model_->parameters());
+  if (config_.train.precision == Precision::kFp16) scaler_ = std::make_unique<LossScaler>();
 }
 
 Trainer::~Trainer() = default;
@@ -148,14 +154,20 @@ MetricTotals Trainer::train_epoch(int64_t epoch, GradReducer& reducer, EpochStat
     const bool sync = step == group_start + group_size - 1;
 
     reducer.prepare_backward(sync);
-    const at::Tensor loss = workload_.loss(model_->forward(inputs), targets);
-    (group_size > 1 ? loss / static_cast<double>(group_size) : loss).backward();
+    at::Tensor loss;
+    {
+      AutocastScope autocast(device_.type(), opt.precision);
+      loss = workload_.loss(model_->forward(inputs), targets);
+    }
+    at::Tensor objective = group_size > 1 ? loss / static_cast<double>(group_size) : loss;
+    if (scaler_) objective = scaler_->scale(objective);
+    objective.backward();
     const StepCommStats comm = reducer.finish_backward();
     stats.comm_s += comm.comm_s;
     stats.exposed_comm_s += comm.exposed_comm_s;
     stats.bytes_allreduced += comm.bytes_reduced;
     if (sync) {
-      optimizer_->step();
+      optimizer_step();
       reducer.zero_grad();
     }
 
@@ -180,10 +192,27 @@ MetricTotals Trainer::train_epoch(int64_t epoch, GradReducer& reducer, EpochStat
     logger_.step_progress(epoch, step + 1, steps);
   }
   stats.steps = steps;
+  if (scaler_ && scaler_->skipped_steps() > 0) {
+    logger_.info("fp16: " + std::to_string(scaler_->skipped_steps()) +
+                 " optimizer steps skipped so far for inf/NaN gradients; loss scale now " +
+                 std::to_string(scaler_->current_scale()));
+  }
   MetricTotals totals;
   totals.loss_sum = loss_sum.item<double>();
   totals.samples = static_cast<double>(samples_seen);
   return totals;
+}
+
+void Trainer::optimizer_step() {
+  if (scaler_) {
+    // The gradients are already averaged, so every rank finds the same overflow and skips the same steps.
+    std::vector<at::Tensor> grads;
+    for (const at::Tensor& p : model_->parameters()) grads.push_back(p.grad());
+    const bool found_inf = scaler_->unscale_and_check(grads);
+    scaler_->update(found_inf);
+    if (found_inf) return;
+  }
+  optimizer_->step();
 }
 
 MetricTotals Trainer::evaluate() {
@@ -195,7 +224,11 @@ MetricTotals Trainer::evaluate() {
   at::Tensor correct = at::zeros({}, test.inputs.options().dtype(at::kLong));
   for (int64_t begin = shard.begin; begin < shard.end; begin += config_.train.eval_batch_size) {
     const int64_t count = std::min(config_.train.eval_batch_size, shard.end - begin);
-    const at::Tensor outputs = model_->forward(test.slice_inputs(begin, count));
+    at::Tensor outputs;
+    {
+      AutocastScope autocast(device_.type(), config_.train.precision);
+      outputs = model_->forward(test.slice_inputs(begin, count));
+    }
     const at::Tensor targets = test.targets.narrow(0, begin, count);
     loss_sum.add_(workload_.loss(outputs, targets).to(at::kDouble) * static_cast<double>(count));
     correct.add_(workload_.count_correct(outputs, targets));

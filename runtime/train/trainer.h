@@ -2,6 +2,8 @@
 // test set, the learning-rate schedule, checkpoints and metrics reduced over all ranks.
 #pragma once
 
+#include <c10/core/Device.h>
+
 #include <functional>
 #include <memory>
 #include <vector>
@@ -11,6 +13,7 @@
 #include "runtime/log/run_events.h"
 #include "runtime/log/run_logger.h"
 #include "runtime/reduce/grad_reducer.h"
+#include "runtime/train/loss_scaler.h"
 #include "runtime/train/metrics.h"
 #include "runtime/train/workload.h"
 
@@ -31,10 +34,11 @@ struct TrainResult {
 
 class Trainer final {
  public:
-  // Local: builds the model and optimizer and loads the data. Throws DataError/ConfigError; nothing
-  // collective happens here, so the caller can agree on failure across ranks before run().
+  // Local: builds the model and optimizer on `device` and loads the data there (uploaded once; batches
+  // are gathered on the device). Throws DataError/ConfigError; nothing collective happens here, so the
+  // caller can agree on failure across ranks before run().
   Trainer(const TrainConfig& config, const Workload& workload, Communicator& comm, RunLogger& logger,
-          ReducerFactory make_reducer);
+          ReducerFactory make_reducer, c10::Device device = c10::Device(c10::DeviceType::CPU));
   ~Trainer();
 
   // Collective: resumes if configured, makes the replicas identical, trains the remaining epochs.
@@ -47,12 +51,16 @@ class Trainer final {
  private:
   MetricTotals train_epoch(int64_t epoch, GradReducer& reducer, EpochStats& stats);
   MetricTotals evaluate();
+  // One optimizer step on the averaged gradients; with fp16, skipped when they overflowed.
+  void optimizer_step();
 
   const TrainConfig config_;
   const Workload& workload_;
   Communicator& comm_;
   RunLogger& logger_;
   ReducerFactory make_reducer_;
+  c10::Device device_;
+  std::unique_ptr<LossScaler> scaler_;  // fp16 only
   std::shared_ptr<Model> model_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   WorkloadData data_;

@@ -60,8 +60,16 @@ expect_error() {  # expect_error STATUS "MESSAGE" ARGS...
 expect_error 2 "--batch-size (train.batch_size) must be an integer >= 1, got '-4'" --batch-size -4
 expect_error 2 "unknown workload 'mnsit'; available: mnist" --workload mnsit
 expect_error 2 "bogus" --bogus 1
-expect_error 2 "comm.backend 'nccl' is not built into this dtrain; available backends: mpi" --backend nccl
-expect_error 2 "available devices: cpu" --device cuda
+version=$("$dtrain" --version)
+if grep -q "backends: mpi, nccl" <<<"$version"; then
+  expect_error 2 "comm.backend 'nccl' needs comm.device 'cuda', but the device is 'cpu'" --backend nccl --device cpu
+else
+  expect_error 2 "comm.backend 'nccl' is not built into this dtrain; available backends: mpi" --backend nccl
+fi
+if grep -q "devices: cpu)" <<<"$version"; then
+  expect_error 2 "comm.device 'cuda' requested" --device cuda
+fi
+expect_error 2 "train.precision (from --precision) 'fp16' needs comm.device 'cuda'" --precision fp16 --device cpu
 printf 'train:\n  bach_size: 3\n' >bad.yaml
 expect_error 2 "bad.yaml: unknown key 'train.bach_size'" --config bad.yaml
 expect_error 1 "MNIST-format train files not found in data.dir '$work/nodata'" --data-dir "$work/nodata"
@@ -97,6 +105,14 @@ if [ -n "$rank1" ]; then
   fi
 else
   fail "could not find rank 1 of the stuck-rank job"; kill "$job" 2>/dev/null
+fi
+
+# 7. Mixed precision on the CPU: bf16 autocast and bf16 gradient compression train normally at 2 ranks.
+if run_np 2 "${fast[@]}" --epochs 2 --precision bf16 --compress bf16 --log-dir logs7 --checkpoint=false >out7.txt 2>&1 &&
+   /usr/bin/python3 "$here/check_run_output.py" out7.txt logs7 2 katib; then
+  pass "bf16 autocast with bf16 gradient compression"
+else
+  fail "bf16 run"; cat out7.txt
 fi
 
 echo "e2e: $failures failure(s)"

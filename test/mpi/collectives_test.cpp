@@ -4,6 +4,7 @@
 
 #include "runtime/util/error.h"
 #include "test/mpi/mpi_test_support.h"
+#include "test/support/gpu.h"
 
 using namespace dtrain;
 
@@ -68,8 +69,8 @@ TEST_CASE("bad collective arguments fail locally, before anything is sent", "[co
   CHECK_THROWS_AS(comm->allreduce_async(ints, ReduceOp::kAverage), CommError);
   at::Tensor strided = at::ones({4, 4}).t();
   CHECK_THROWS_WITH(comm->allreduce_async(strided, ReduceOp::kSum), Catch::Matchers::Contains("contiguous"));
-  at::Tensor halfs = at::ones({4}, at::kHalf);
-  CHECK_THROWS_WITH(comm->allreduce_async(halfs, ReduceOp::kSum), Catch::Matchers::Contains("unsupported dtype"));
+  at::Tensor complex = at::ones({4}, at::kComplexFloat);
+  CHECK_THROWS_WITH(comm->allreduce_async(complex, ReduceOp::kSum), Catch::Matchers::Contains("unsupported dtype"));
   at::Tensor t = at::ones({2});
   CHECK_THROWS_WITH(comm->broadcast(t, comm->world_size()), Catch::Matchers::Contains("out of range"));
 }
@@ -83,4 +84,36 @@ TEST_CASE("ranks agree on the first error", "[bootstrap][mpi]") {
   CHECK(session.first_error("bad config", 60) == "bad config");  // rank 0's message, unprefixed
   CHECK(session.local_world_size() >= 1);
   CHECK(session.hostnames().size() == static_cast<size_t>(session.world_size()));
+}
+
+TEST_CASE("16-bit float allreduces sum in float and round once", "[comm][mpi]") {
+  auto comm = test::make_mpi_comm();
+  const int n = comm->world_size();
+  for (at::ScalarType dtype : {at::kBFloat16, at::kHalf}) {
+    // Small integers are exact in both formats, so the expected sum is exact too.
+    at::Tensor sum = at::full({1001}, comm->rank() + 1, dtype);
+    comm->allreduce(sum, ReduceOp::kSum);
+    CHECK(sum.scalar_type() == dtype);
+    CHECK(at::all(sum.to(at::kFloat) == n * (n + 1) / 2.0f).item<bool>());
+    at::Tensor average = at::full({17}, 2.0 * (comm->rank() + 1), dtype);
+    comm->allreduce(average, ReduceOp::kAverage);
+    CHECK(at::allclose(average.to(at::kFloat), at::full({17}, static_cast<float>(n + 1))));
+  }
+}
+
+TEST_CASE("the MPI backend stages CUDA tensors through host memory", "[comm][mpi][gpu]") {
+  DTRAIN_SKIP_WITHOUT_GPU();
+  auto comm = test::make_mpi_comm();
+  const int n = comm->world_size();
+  const at::TensorOptions cuda = at::TensorOptions().device(at::kCUDA);  // every rank may share one GPU
+  at::Tensor sum = at::full({(1 << 20) + 5}, comm->rank() + 1.0f, cuda);
+  comm->allreduce(sum, ReduceOp::kSum);
+  CHECK(sum.is_cuda());
+  CHECK(at::all(sum == n * (n + 1) / 2.0f).item<bool>());
+  at::Tensor root = at::full({33}, static_cast<float>(comm->rank()), cuda.dtype(at::kFloat));
+  comm->broadcast(root, n - 1);
+  CHECK(at::all(root == static_cast<float>(n - 1)).item<bool>());
+  const at::Tensor gathered = comm->allgather(at::full({2}, static_cast<int64_t>(comm->rank()), cuda.dtype(at::kLong)));
+  CHECK(gathered.is_cuda());
+  CHECK(gathered.select(1, 1).cpu().equal(at::arange(n, at::kLong)));
 }

@@ -31,7 +31,7 @@ TEST_CASE("the reducer starts every replica from rank 0's parameters", "[reduce]
   auto workload = test::make_tiny_workload();
   at::manual_seed(100 + comm->rank());  // deliberately different initialisations
   auto model = workload->make_model();
-  BucketedReducer reducer(model->parameters(), model->buffers(), *comm, BucketOptions{});
+  BucketedReducer reducer(model->parameters(), model->buffers(), *comm, ReducerOptions{BucketOptions{}});
   CHECK(test::same_as_root(*comm, test::flat_params(*model)));
 }
 
@@ -47,7 +47,7 @@ TEST_CASE("k steps at world W with batch b match world 1 with batch W*b", "[redu
     at::manual_seed(11);
     auto reference = workload->make_model();  // rank 0's initialisation, on every rank
 
-    BucketedReducer reducer(model->parameters(), model->buffers(), *comm, BucketOptions{bucket_bytes, 32});
+    BucketedReducer reducer(model->parameters(), model->buffers(), *comm, ReducerOptions{BucketOptions{bucket_bytes, 32}});
     torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
     torch::optim::SGD reference_optimizer(reference->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
     for (int64_t step = 0; step < k; ++step) {
@@ -79,7 +79,7 @@ TEST_CASE("accumulating K micro-steps at world W matches one step on the K-fold 
   auto model = workload->make_model();
   at::manual_seed(21);
   auto reference = workload->make_model();
-  BucketedReducer reducer(model->parameters(), model->buffers(), *comm, BucketOptions{128, 32});
+  BucketedReducer reducer(model->parameters(), model->buffers(), *comm, ReducerOptions{BucketOptions{128, 32}});
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.2));
   torch::optim::SGD reference_optimizer(reference->parameters(), torch::optim::SGDOptions(0.2));
 
@@ -99,4 +99,42 @@ TEST_CASE("accumulating K micro-steps at world W matches one step on the K-fold 
   reference_optimizer.step();
   CHECK(test::max_relative_difference(test::flat_params(*model), test::flat_params(*reference)) < 1e-5);
   CHECK(test::same_as_root(*comm, test::flat_params(*model)));
+}
+
+TEST_CASE("bf16 compression averages gradients to within bf16 precision", "[reduce][mpi]") {
+  auto comm = test::make_mpi_comm();
+  auto workload = test::make_tiny_workload();
+  at::manual_seed(5);
+  auto exact_model = workload->make_model();
+  at::manual_seed(5);
+  auto compressed_model = workload->make_model();
+  ReducerOptions compressed;
+  compressed.buckets = BucketOptions{128, 32};
+  compressed.compress_bf16 = true;
+  BucketedReducer exact(exact_model->parameters(), exact_model->buffers(), *comm, ReducerOptions{BucketOptions{128, 32}});
+  BucketedReducer lossy(compressed_model->parameters(), compressed_model->buffers(), *comm, compressed);
+
+  const GlobalBatch batch = global_batch(comm->world_size() * 8, 3);
+  const at::Tensor x = batch.x.narrow(0, comm->rank() * 8, 8);
+  const at::Tensor y = batch.y.narrow(0, comm->rank() * 8, 8);
+  exact.prepare_backward(true);
+  workload->loss(exact_model->forward(x), y).backward();
+  const StepCommStats exact_stats = exact.finish_backward();
+  lossy.prepare_backward(true);
+  workload->loss(compressed_model->forward(x), y).backward();
+  const StepCommStats lossy_stats = lossy.finish_backward();
+
+  CHECK(lossy_stats.bytes_reduced * 2 == exact_stats.bytes_reduced);  // half the bytes on the wire
+  std::vector<at::Tensor> exact_grads;
+  std::vector<at::Tensor> lossy_grads;
+  for (const at::Tensor& p : exact_model->parameters()) exact_grads.push_back(p.grad().reshape(-1));
+  for (const at::Tensor& p : compressed_model->parameters()) lossy_grads.push_back(p.grad().reshape(-1));
+  const at::Tensor expected = at::cat(exact_grads);
+  const at::Tensor got = at::cat(lossy_grads);
+  CHECK(got.scalar_type() == at::kFloat);
+  // bf16 keeps 8 significant bits: each value within 2^-7 of its magnitude (plus rounding of the sum).
+  const double scale = expected.abs().max().item<double>();
+  CHECK(at::allclose(got, expected, /*rtol=*/1.0 / 64, /*atol=*/scale / 256));
+  CHECK_FALSE(at::equal(got, expected));  // the wire format really was bf16
+  CHECK(test::same_as_root(*comm, got));  // and every rank holds the same gradients
 }

@@ -19,14 +19,15 @@ struct TrainRun {
 };
 
 inline TrainRun train_run(const TrainConfig& config, const Workload& workload, Communicator& comm,
-                          BucketOptions buckets = BucketOptions{512, 64}) {
+                          ReducerOptions buckets = ReducerOptions{BucketOptions{512, 64}},
+                          c10::Device device = c10::Device(c10::DeviceType::CPU)) {
   ReducerFactory make_reducer = [buckets](std::vector<at::Tensor> params, const std::vector<at::Tensor>& buffers,
                                           Communicator& c) -> std::unique_ptr<GradReducer> {
     return std::make_unique<BucketedReducer>(std::move(params), buffers, c, buckets);
   };
   std::ostringstream console;
   RunLogger logger(config.log, comm.is_root(), config.workload, console);
-  Trainer trainer(config, workload, comm, logger, make_reducer);
+  Trainer trainer(config, workload, comm, logger, make_reducer, device);
   TrainRun run;
   run.result = trainer.run(RunInfo{});
   run.params = flat_params(trainer.model());

@@ -52,7 +52,7 @@ TEST_CASE("gradients live in the bucket buffers and zero_grad keeps them there",
   auto workload = test::make_tiny_workload();
   auto model = workload->make_model();
   LocalCommunicator comm;
-  BucketedReducer reducer(model->parameters(), model->buffers(), comm, BucketOptions{256, 128});
+  BucketedReducer reducer(model->parameters(), model->buffers(), comm, ReducerOptions{BucketOptions{256, 128}});
   std::vector<const void*> before;
   for (const auto& p : model->parameters()) before.push_back(p.grad().data_ptr());
   reducer.prepare_backward(true);
@@ -72,7 +72,7 @@ TEST_CASE("buckets launch in order while backward is still running", "[reduce]")
   RecordingCommunicator comm;
   // Per-parameter bytes: fc1.weight 512, fc1.bias 64, fc2.weight 256, fc2.bias 16 -> reversed with caps
   // 16 and 256: [fc2.bias], [fc2.weight], [fc1.bias, fc1.weight].
-  BucketedReducer reducer(model->parameters(), model->buffers(), comm, BucketOptions{256, 16});
+  BucketedReducer reducer(model->parameters(), model->buffers(), comm, ReducerOptions{BucketOptions{256, 16}});
   REQUIRE(reducer.buckets().size() == 3);
   std::vector<at::Tensor> params = model->parameters();
   auto first_layer_grad_sum = [&] { return params[0].grad().abs().sum().item<double>(); };
@@ -100,7 +100,7 @@ TEST_CASE("accumulation micro-steps do not communicate and sum to the K-fold bat
   at::manual_seed(3);
   auto reference = workload->make_model();
   RecordingCommunicator comm;
-  BucketedReducer reducer(model->parameters(), model->buffers(), comm, BucketOptions{});
+  BucketedReducer reducer(model->parameters(), model->buffers(), comm, ReducerOptions{BucketOptions{}});
   const at::Tensor x = batch_inputs(k * b, 4);
   const at::Tensor y = batch_targets(k * b, 4);
   for (int64_t i = 0; i < k; ++i) {
@@ -120,7 +120,7 @@ TEST_CASE("misusing the reducer is an error, not silent corruption", "[reduce]")
   auto workload = test::make_tiny_workload();
   auto model = workload->make_model();
   LocalCommunicator comm;
-  BucketedReducer reducer(model->parameters(), model->buffers(), comm, BucketOptions{});
+  BucketedReducer reducer(model->parameters(), model->buffers(), comm, ReducerOptions{BucketOptions{}});
   CHECK_THROWS_AS(reducer.finish_backward(), Error);
   CHECK_THROWS_WITH(workload->loss(model->forward(batch_inputs(2, 5)), batch_targets(2, 5)).backward(),
                     Catch::Matchers::Contains("backward ran without prepare_backward()"));

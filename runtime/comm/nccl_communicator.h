@@ -1,0 +1,60 @@
+// Collectives over NCCL on CUDA tensors, one GPU per rank. Rank 0 creates the NCCL id and MPI carries
+// it to the others. Collectives run on a dedicated stream, ordered against the caller's compute stream
+// with CUDA events, so the training step never waits on the host. CPU tensors (metrics, small host
+// values) go over MPI. A watchdog thread aborts the NCCL communicator when a collective outlives
+// comm.timeout_s or NCCL reports an asynchronous error, so peers fail instead of hanging.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "runtime/bootstrap/mpi_session.h"
+#include "runtime/comm/communicator.h"
+
+namespace dtrain {
+namespace detail {
+struct NcclState;  // the NCCL communicator, streams, events and watchdog; defined in the .cpp
+}
+
+struct NcclOptions {
+  int device = 0;            // CUDA device index of this rank (see assign_gpu)
+  double timeout_s = 600.0;  // bounds every collective, and the communicator's creation
+  // The stream the caller computes on, as a cudaStream_t. A collective starts after the work queued on
+  // it so far; Work::wait() makes later work on it wait for the result. Unset: the legacy default stream.
+  std::function<void*()> compute_stream;
+  // Called once, from the watchdog thread, after a collective timed out or failed and the communicator
+  // was aborted; it must end the process (launch/main.cpp passes MPI_Abort). Unset: print and abort().
+  std::function<void(const std::string& message)> on_fatal;
+};
+
+class NcclCommunicator final : public Communicator {
+ public:
+  // Collective over all ranks of `session`. Throws CommError naming the failed CUDA/NCCL call, the rank
+  // and the host (no device, bad device index, NCCL init failure).
+  NcclCommunicator(const MpiSession& session, const NcclOptions& options);
+  ~NcclCommunicator() override;
+
+  int rank() const override;
+  int world_size() const override;
+  std::string backend_name() const override { return "nccl"; }
+
+  // CUDA tensors on options.device: ncclAllReduce (ncclAvg for kAverage) on the communication stream.
+  // wait() orders the compute stream after it and returns without blocking the host; is_completed()
+  // asks the GPU. float, double, half, bfloat16, int8, uint8, int32, int64. CPU tensors: over MPI.
+  std::unique_ptr<Work> allreduce_async(at::Tensor tensor, ReduceOp op) override;
+  // Blocking (host waits for the GPU, within timeout_s). CPU tensors: over MPI.
+  void broadcast(at::Tensor& tensor, int root) override;
+  at::Tensor allgather(const at::Tensor& tensor) override;
+  void barrier() override;
+
+  int device() const;
+
+ private:
+  std::unique_ptr<detail::NcclState> impl_;
+};
+
+// The NCCL library this process loaded, e.g. "2.28.9".
+std::string nccl_runtime_version();
+
+}  // namespace dtrain

@@ -101,7 +101,7 @@ TEST_CASE("NCCL results are ordered before later work on the compute stream with
   while (!works.back()->is_completed()) std::this_thread::yield();
 }
 
-TEST_CASE("NCCL broadcast and allgather work on CUDA tensors; CPU tensors go over MPI", "[nccl][gpu]") {
+TEST_CASE("NCCL broadcast and allgather work on CUDA tensors, and CPU tensors go over MPI", "[nccl][gpu]") {
   DTRAIN_SKIP_WITHOUT_GPU();
   auto comm = make_nccl_comm();
   const int n = comm->world_size();

@@ -51,7 +51,7 @@ TEST_CASE("asking for an absent device or backend is an error listing what is av
   }
 }
 
-TEST_CASE("fp16 needs a CUDA device; bf16 runs anywhere", "[device][config]") {
+TEST_CASE("fp16 needs a CUDA device, bf16 runs anywhere", "[device][config]") {
   TrainConfig config;
   config.train.precision = Precision::kFp16;
   ConfigSources sources{{"train.precision", "--precision"}};

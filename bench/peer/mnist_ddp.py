@@ -2,8 +2,9 @@
 """PyTorch DDP peer of dtrain's mnist workload, for side-by-side benchmarks.
 
 The same model (pytorch/examples MNIST CNN), optimizer (Adadelta, StepLR gamma 0.7), per-rank batch,
-normalisation, data (MNIST-format IDX files) and test batch as dtrain; torch.distributed with the gloo
-backend, DistributedDataParallel, and the ordinary map-style Dataset + DistributedSampler + DataLoader.
+normalisation, data (MNIST-format IDX files) and test batch as dtrain; torch.distributed (gloo on the CPU,
+NCCL on a GPU), DistributedDataParallel, and the ordinary map-style Dataset + DistributedSampler +
+DataLoader, with each batch copied to the device as pytorch/examples does.
 Started by mpirun (ranks from Open MPI's environment) or torchrun (RANK/WORLD_SIZE). Rank 0 prints one
 JSON object with the measured figures.
 """
@@ -90,13 +91,20 @@ def main():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--log-interval", type=int, default=10)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = parser.parse_args()
 
     rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("RANK", 0)))
     world_size = int(os.environ.get("OMPI_COMM_WORLD_SIZE", os.environ.get("WORLD_SIZE", 1)))
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29511")
-    dist.init_process_group("gloo", rank=rank, world_size=world_size)
+    local_rank = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", os.environ.get("LOCAL_RANK", 0)))
+    if args.device == "cuda":
+        device = torch.device("cuda", local_rank % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group("nccl" if args.device == "cuda" else "gloo", rank=rank, world_size=world_size)
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
 
@@ -107,7 +115,7 @@ def main():
     # Contiguous test shards, as dtrain evaluates: each rank scores its part, totals are summed.
     share = range(rank * len(test_set) // world_size, (rank + 1) * len(test_set) // world_size)
     test_loader = DataLoader(Subset(test_set, share), batch_size=args.test_batch_size, num_workers=0)
-    model = DistributedDataParallel(Net())
+    model = DistributedDataParallel(Net().to(device), device_ids=[device.index] if args.device == "cuda" else None)
     optimizer = torch.optim.Adadelta(model.parameters(), lr=args.lr)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=args.gamma)
 
@@ -120,6 +128,7 @@ def main():
         for step, (data, target) in enumerate(loader):
             if args.max_steps and step >= args.max_steps:
                 break
+            data, target = data.to(device), target.to(device)
             optimizer.zero_grad()
             loss = F.nll_loss(model(data), target)
             loss.backward()
@@ -127,6 +136,8 @@ def main():
             samples += len(data)
             if step % args.log_interval == 0:
                 loss.item()  # what pytorch/examples does to print its progress line
+        if args.device == "cuda":
+            torch.cuda.synchronize()
         train_s = time.perf_counter() - start
         scheduler.step()
 
@@ -134,25 +145,30 @@ def main():
         totals = torch.zeros(3, dtype=torch.float64)  # loss sum, correct, count (this rank's share)
         with torch.no_grad():
             for data, target in test_loader:
+                data, target = data.to(device), target.to(device)
                 output = model.module(data)
                 totals[0] += F.nll_loss(output, target, reduction="sum").item()
                 totals[1] += output.argmax(1).eq(target).sum().item()
                 totals[2] += len(data)
+        totals = totals.to(device)
         dist.all_reduce(totals)
-        global_samples = torch.tensor([samples], dtype=torch.float64)
+        totals = totals.cpu()
+        global_samples = torch.tensor([samples], dtype=torch.float64, device=device)
         dist.all_reduce(global_samples)
-        slowest_s = torch.tensor([train_s], dtype=torch.float64)
+        slowest_s = torch.tensor([train_s], dtype=torch.float64, device=device)
         dist.all_reduce(slowest_s, op=dist.ReduceOp.MAX)
+        epoch_s = time.perf_counter() - start
         epochs.append({"epoch": epoch, "train_samples": int(global_samples), "train_s": slowest_s.item(),
-                       "samples_per_s": global_samples.item() / slowest_s.item(),
+                       "samples_per_s": global_samples.item() / slowest_s.item(), "epoch_s": epoch_s,
                        "test_loss": (totals[0] / totals[2]).item(), "test_accuracy": (totals[1] / totals[2]).item()})
 
-    peak = torch.zeros(world_size, dtype=torch.int64)
+    peak = torch.zeros(world_size, dtype=torch.int64, device=device)
     peak[rank] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     dist.all_reduce(peak)
+    peak = peak.cpu()
     if rank == 0:
         print(json.dumps({"impl": "pytorch-ddp", "torch_version": torch.__version__, "world_size": world_size,
-                          "threads_per_rank": args.threads, "epochs": epochs, "peak_rss_bytes": peak.tolist()}))
+                          "threads_per_rank": args.threads, "device": str(device), "epochs": epochs, "peak_rss_bytes": peak.tolist()}))
     dist.destroy_process_group()
 
 

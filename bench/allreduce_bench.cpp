@@ -1,0 +1,249 @@
+// Allreduce sweep in the manner of nccl-tests: for each size, warm-up, a fixed number of timed
+// iterations, a correctness check outside the timed region, and time, algbw and busbw. dtrain's
+// communicator (the layer the reducer uses) and the library's own call run on the same buffers in the
+// same job, so dtrain's overhead is a ratio. Prints a table (rank 0) and writes JSON (--json).
+//
+//   mpirun -np 2 dtrain_allreduce_bench --backend mpi --max-bytes 64M --json allreduce.json
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <cxxopts.hpp>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <functional>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "bench/raw_allreduce.h"
+#include "runtime/bootstrap/mpi_session.h"
+#include "runtime/comm/make_communicator.h"
+#include "runtime/log/json_writer.h"
+#include "runtime/util/error.h"
+#include "runtime/util/timer.h"
+
+namespace dtrain::bench {
+namespace {
+
+struct SweepOptions {
+  BackendKind backend = BackendKind::kMpi;
+  int64_t min_bytes = 8;
+  int64_t max_bytes = int64_t{256} << 20;
+  int64_t factor = 2;
+  int64_t warmup = 5;
+  int64_t iters = 20;
+  std::string json_path;
+};
+
+struct SizeResult {
+  int64_t bytes = 0;
+  int64_t count = 0;
+  double dtrain_s = 0.0;  // per iteration, slowest rank
+  double raw_s = 0.0;
+  bool dtrain_correct = false;
+  bool raw_correct = false;
+};
+
+int64_t parse_bytes(const std::string& text) {
+  size_t used = 0;
+  int64_t value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    throw ConfigError("size '" + text + "' is not a byte count (e.g. 8, 64K, 256M, 1G)");
+  }
+  const std::string unit = text.substr(used);
+  if (unit == "K") value <<= 10;
+  else if (unit == "M") value <<= 20;
+  else if (unit == "G") value <<= 30;
+  else if (!unit.empty()) throw ConfigError("size '" + text + "' has unknown unit '" + unit + "'; use K, M or G");
+  if (value < 4) throw ConfigError("size '" + text + "' is below one float (4 bytes)");
+  return value;
+}
+
+SweepOptions parse(int argc, char** argv) {
+  cxxopts::Options spec("dtrain_allreduce_bench", "allreduce sweep: dtrain's communicator vs the raw library call");
+  spec.add_options()("backend", "mpi or nccl", cxxopts::value<std::string>()->default_value("mpi"))(
+      "min-bytes", "smallest size", cxxopts::value<std::string>()->default_value("8"))(
+      "max-bytes", "largest size", cxxopts::value<std::string>()->default_value("256M"))(
+      "factor", "size step factor", cxxopts::value<int64_t>()->default_value("2"))(
+      "warmup", "untimed iterations per size", cxxopts::value<int64_t>()->default_value("5"))(
+      "iters", "timed iterations per size", cxxopts::value<int64_t>()->default_value("20"))(
+      "json", "write the results as JSON to this file", cxxopts::value<std::string>()->default_value(""))(
+      "help", "show this help");
+  cxxopts::ParseResult args = spec.parse(argc, argv);
+  if (args.count("help")) {
+    std::cout << spec.help();
+    std::exit(0);
+  }
+  SweepOptions o;
+  const std::string backend = args["backend"].as<std::string>();
+  if (backend == "mpi") o.backend = BackendKind::kMpi;
+  else if (backend == "nccl") o.backend = BackendKind::kNccl;
+  else throw ConfigError("--backend must be mpi or nccl, got '" + backend + "'");
+  o.min_bytes = parse_bytes(args["min-bytes"].as<std::string>());
+  o.max_bytes = parse_bytes(args["max-bytes"].as<std::string>());
+  o.factor = args["factor"].as<int64_t>();
+  o.warmup = args["warmup"].as<int64_t>();
+  o.iters = args["iters"].as<int64_t>();
+  o.json_path = args["json"].as<std::string>();
+  if (o.min_bytes > o.max_bytes) throw ConfigError("--min-bytes exceeds --max-bytes");
+  if (o.factor < 2) throw ConfigError("--factor must be at least 2, got " + std::to_string(o.factor));
+  if (o.iters < 1 || o.warmup < 0) throw ConfigError("--iters must be >= 1 and --warmup >= 0");
+  return o;
+}
+
+// Waits until every collective issued on `tensor` has completed on its device (no-op for CPU tensors).
+void settle(const at::Tensor& tensor) {
+  if (tensor.is_cuda()) (void)tensor.reshape(-1)[0].item<float>();
+}
+
+double slowest_rank(double seconds) {
+  MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return seconds;
+}
+
+bool all_ranks_true(bool ok) {
+  int value = ok ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return value == 1;
+}
+
+// Every element becomes the sum over ranks of (rank + 1): exact in float for any world size we run.
+bool check_sum(const at::Tensor& tensor, int rank, int world_size, const std::function<void(at::Tensor&)>& sum) {
+  at::Tensor t = tensor;
+  t.fill_(static_cast<float>(rank + 1));
+  sum(t);
+  settle(t);
+  const float expected = static_cast<float>(world_size) * static_cast<float>(world_size + 1) / 2.0f;
+  return all_ranks_true(at::all(t == expected).item<bool>());
+}
+
+SizeResult measure(int64_t bytes, const SweepOptions& o, Communicator& comm, RawAllreduce& raw,
+                   const at::TensorOptions& options) {
+  SizeResult r;
+  r.count = bytes / 4;
+  r.bytes = r.count * 4;
+  at::Tensor buffer = at::zeros({r.count}, options);
+  auto dtrain_sum = [&comm](at::Tensor& t) { comm.allreduce_async(t, ReduceOp::kSum)->wait(); };
+  auto raw_sum = [&raw](at::Tensor& t) {
+    raw.sum(t);
+    raw.synchronize();
+  };
+
+  r.dtrain_correct = check_sum(buffer, comm.rank(), comm.world_size(), dtrain_sum);
+  r.raw_correct = check_sum(buffer, comm.rank(), comm.world_size(), raw_sum);
+
+  // Timed loops sum zeros: the values stay finite, whatever the iteration count.
+  buffer.zero_();
+  settle(buffer);
+  for (int64_t i = 0; i < o.warmup; ++i) comm.allreduce_async(buffer, ReduceOp::kSum)->wait();
+  settle(buffer);
+  comm.barrier();
+  Stopwatch watch;
+  for (int64_t i = 0; i < o.iters; ++i) comm.allreduce_async(buffer, ReduceOp::kSum)->wait();
+  settle(buffer);
+  r.dtrain_s = slowest_rank(watch.elapsed_s() / static_cast<double>(o.iters));
+
+  for (int64_t i = 0; i < o.warmup; ++i) raw.sum(buffer);
+  raw.synchronize();
+  comm.barrier();
+  watch.reset();
+  for (int64_t i = 0; i < o.iters; ++i) raw.sum(buffer);
+  raw.synchronize();
+  r.raw_s = slowest_rank(watch.elapsed_s() / static_cast<double>(o.iters));
+  return r;
+}
+
+double gb_per_s(int64_t bytes, double seconds) { return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0.0; }
+
+int run(int argc, char** argv, MpiSession& session) {
+  const SweepOptions o = parse(argc, argv);
+  const DeviceKind device = o.backend == BackendKind::kNccl ? resolve_device(DeviceKind::kCuda) : DeviceKind::kCpu;
+  const BackendKind backend = resolve_backend(o.backend, device);
+  CommSetup setup;
+  setup.backend = backend;
+  if (device == DeviceKind::kCuda) setup.cuda_device = select_cuda_device(session, backend);
+  CommOptions comm_options;
+  std::unique_ptr<Communicator> comm = make_communicator(setup, session, comm_options);
+  std::unique_ptr<RawAllreduce> raw = make_raw_allreduce(backend, session, setup.cuda_device);
+  const at::TensorOptions options =
+      device == DeviceKind::kCuda ? at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, setup.cuda_device)
+                                  : at::TensorOptions().dtype(at::kFloat);
+
+  const int n = session.world_size();
+  const double bus_factor = n > 1 ? 2.0 * (n - 1) / n : 0.0;  // bytes each rank moves per payload byte (ring)
+  std::vector<SizeResult> results;
+  if (session.is_root()) {
+    std::printf("# dtrain allreduce sweep: backend %s, %d ranks on %zu hosts, float32 sum, %lld warm-up + %lld timed iterations\n",
+                comm->backend_name().c_str(), n, session.unique_hosts().size(), static_cast<long long>(o.warmup),
+                static_cast<long long>(o.iters));
+    std::printf("# times are per iteration on the slowest rank; busbw = algbw x 2(n-1)/n; ratio = dtrain / %s time\n",
+                raw->name().c_str());
+    std::printf("%12s %12s | %10s %9s %9s %5s | %10s %9s %9s %5s | %6s\n", "bytes", "count", "dtrain us", "algbw",
+                "busbw", "ok", "raw us", "algbw", "busbw", "ok", "ratio");
+  }
+  bool all_correct = true;
+  for (int64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.factor) {
+    const SizeResult r = measure(bytes, o, *comm, *raw, options);
+    results.push_back(r);
+    all_correct = all_correct && r.dtrain_correct && r.raw_correct;
+    if (session.is_root()) {
+      std::printf("%12lld %12lld | %10.2f %9.3f %9.3f %5s | %10.2f %9.3f %9.3f %5s | %6.2f\n",
+                  static_cast<long long>(r.bytes), static_cast<long long>(r.count), r.dtrain_s * 1e6,
+                  gb_per_s(r.bytes, r.dtrain_s), gb_per_s(r.bytes, r.dtrain_s) * bus_factor,
+                  r.dtrain_correct ? "yes" : "NO", r.raw_s * 1e6, gb_per_s(r.bytes, r.raw_s),
+                  gb_per_s(r.bytes, r.raw_s) * bus_factor, r.raw_correct ? "yes" : "NO", r.dtrain_s / r.raw_s);
+      std::fflush(stdout);
+    }
+  }
+
+  if (session.is_root() && !o.json_path.empty()) {
+    JsonObject json;
+    json.add("bench", "allreduce").add("backend", comm->backend_name()).add("raw", raw->name());
+    json.add("world_size", static_cast<int64_t>(n)).add("hosts", static_cast<int64_t>(session.unique_hosts().size()));
+    json.add("dtype", "float32").add("warmup", o.warmup).add("iters", o.iters);
+    json.add("all_correct", all_correct);
+    std::ostringstream rows;
+    rows << "[";
+    for (size_t i = 0; i < results.size(); ++i) {
+      const SizeResult& r = results[i];
+      JsonObject row;
+      row.add("bytes", r.bytes).add("count", r.count);
+      row.add("dtrain_us", r.dtrain_s * 1e6).add("dtrain_algbw_gbps", gb_per_s(r.bytes, r.dtrain_s));
+      row.add("dtrain_busbw_gbps", gb_per_s(r.bytes, r.dtrain_s) * bus_factor).add("dtrain_correct", r.dtrain_correct);
+      row.add("raw_us", r.raw_s * 1e6).add("raw_algbw_gbps", gb_per_s(r.bytes, r.raw_s));
+      row.add("raw_busbw_gbps", gb_per_s(r.bytes, r.raw_s) * bus_factor).add("raw_correct", r.raw_correct);
+      row.add("ratio", r.dtrain_s / r.raw_s);
+      rows << (i ? "," : "") << row.str();
+    }
+    rows << "]";
+    json.add_raw("results", rows.str());
+    std::ofstream out(o.json_path);
+    out << json.str() << "\n";
+    if (!out) throw DataError("cannot write " + o.json_path);
+  }
+  if (!all_correct) {
+    if (session.is_root()) std::fprintf(stderr, "allreduce results were WRONG for at least one size\n");
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace dtrain::bench
+
+int main(int argc, char** argv) {
+  dtrain::MpiSession session(&argc, &argv);
+  try {
+    return dtrain::bench::run(argc, argv, session);
+  } catch (const c10::Error& e) {
+    std::cerr << session.rank_prefix() << "dtrain_allreduce_bench: " << e.what_without_backtrace() << std::endl;
+  } catch (const std::exception& e) {
+    std::cerr << session.rank_prefix() << "dtrain_allreduce_bench: " << e.what() << std::endl;
+  }
+  if (session.world_size() > 1) session.abort(1);
+  return 1;
+}

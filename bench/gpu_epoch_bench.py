@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""mnist epoch time on one GPU: dtrain (NCCL backend, world size 1, dataset uploaded once and batches
+gathered on the GPU) against its PyTorch peer, bench/peer/mnist_ddp.py --device cuda (the same model,
+optimizer and batch, with the ordinary DataLoader and a host-to-device copy per batch), on the same GPU.
+The two alternate, so drifting clocks or neighbours hit both alike. While each runs, nvidia-smi samples
+GPU utilisation and memory every 100 ms.
+
+Prints per implementation the median over repetitions of each epoch's train and total time, the ratio
+peer / dtrain, mean GPU utilisation and peak GPU memory, and writes everything as JSON.
+
+Usage: bench/gpu_epoch_bench.py --dtrain build-cuda/dtrain [--python PYTHON] [--epochs 2] [--reps 3]
+Run it with the Python whose torch has CUDA (pip's wheel); --python defaults to this interpreter.
+"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class GpuSampler:
+    """nvidia-smi in loop mode, in the background, for the duration of a `with` block."""
+
+    def __init__(self, gpu_index):
+        self.gpu_index = gpu_index
+        self.samples = []  # (utilisation %, memory used MiB)
+
+    def __enter__(self):
+        if shutil.which("nvidia-smi") is None:
+            self.proc = None
+            return self
+        self.proc = subprocess.Popen(
+            ["nvidia-smi", "-i", str(self.gpu_index), "--query-gpu=utilization.gpu,memory.used",
+             "--format=csv,noheader,nounits", "-lms", "100"], stdout=subprocess.PIPE, text=True)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        return self
+
+    def _read(self):
+        for line in self.proc.stdout:
+            parts = [p.strip() for p in line.split(",")]
+            if len(parts) == 2 and parts[0].isdigit():
+                self.samples.append((int(parts[0]), int(parts[1])))
+
+    def __exit__(self, *exc):
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait()
+            self.reader.join(timeout=5)
+
+    def summary(self):
+        if not self.samples:
+            return {"gpu_util_mean_pct": None, "gpu_util_max_pct": None, "gpu_mem_max_mib": None, "gpu_samples": 0}
+        util = [u for u, _ in self.samples]
+        return {"gpu_util_mean_pct": statistics.mean(util), "gpu_util_max_pct": max(util),
+                "gpu_mem_max_mib": max(m for _, m in self.samples), "gpu_samples": len(self.samples)}
+
+
+def run(cmd, env):
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
+    if result.returncode != 0:
+        sys.exit(f"gpu_epoch_bench: {' '.join(cmd)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return result.stdout
+
+
+def run_dtrain(args, env, work):
+    log_dir = tempfile.mkdtemp(dir=work)
+    cmd = [args.dtrain, "--workload", "mnist", "--device", "cuda", "--backend", args.backend,
+           "--epochs", str(args.epochs), "--batch-size", str(args.batch_size), "--checkpoint=false",
+           "--log-dir", log_dir, "--progress-bar=false", "--precision", args.precision]
+    cmd += ["--data-dir", args.data_dir] if args.data_dir else []
+    with GpuSampler(args.gpu) as gpu:
+        run(cmd, env)
+    events = [json.loads(line) for line in open(glob.glob(log_dir + "/*/events.jsonl")[0])]
+    epochs = [{"train_s": e["train_s"], "epoch_s": e["epoch_s"], "test_accuracy": e["test_accuracy"]}
+              for e in events if e["event"] == "epoch_end"]
+    return {"epochs": epochs, **gpu.summary()}
+
+
+def run_peer(args, env):
+    cmd = [args.python, os.path.join(HERE, "peer", "mnist_ddp.py"), "--device", "cuda", "--epochs", str(args.epochs),
+           "--batch-size", str(args.batch_size)]
+    cmd += ["--data-dir", args.data_dir] if args.data_dir else []
+    with GpuSampler(args.gpu) as gpu:
+        out = run(cmd, env)
+    result = json.loads(out.strip().splitlines()[-1])
+    epochs = [{"train_s": e["train_s"], "epoch_s": e["epoch_s"], "test_accuracy": e["test_accuracy"]}
+              for e in result["epochs"]]
+    return {"epochs": epochs, "torch_version": result["torch_version"], **gpu.summary()}
+
+
+def median_epochs(runs, key):
+    """Per epoch index, the median over repetitions."""
+    return [statistics.median(r["epochs"][i][key] for r in runs) for i in range(len(runs[0]["epochs"]))]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dtrain", default=os.path.join(HERE, "..", "build-cuda", "dtrain"))
+    parser.add_argument("--python", default=sys.executable, help="interpreter of the PyTorch peer (CUDA torch)")
+    parser.add_argument("--data-dir", default="", help="MNIST-format IDX files (default: Debian's Fashion-MNIST)")
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--backend", default="nccl", choices=("nccl", "mpi"))
+    parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"))
+    parser.add_argument("--gpu", type=int, default=0, help="GPU index to sample with nvidia-smi")
+    parser.add_argument("--out", default=os.path.join(HERE, "results", "gpu_epoch.json"))
+    args = parser.parse_args()
+
+    env = dict(os.environ)
+    env.setdefault("MASTER_PORT", "29517")
+    work = tempfile.mkdtemp(prefix="gpu_epoch_bench.")
+    dtrain_runs, peer_runs = [], []
+    try:
+        for rep in range(args.reps):
+            dtrain_runs.append(run_dtrain(args, env, work))
+            peer_runs.append(run_peer(args, env))
+            print(f"rep {rep + 1}/{args.reps}: dtrain epochs {[round(e['epoch_s'], 2) for e in dtrain_runs[-1]['epochs']]} s,"
+                  f" peer {[round(e['epoch_s'], 2) for e in peer_runs[-1]['epochs']]} s", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    report = {"bench": "gpu_epoch", "epochs": args.epochs, "reps": args.reps, "batch_size": args.batch_size,
+              "backend": args.backend, "precision": args.precision, "peer_torch": peer_runs[0]["torch_version"]}
+    print(f"\nmnist, batch {args.batch_size}, median of {args.reps} repetitions (dtrain {args.backend}/{args.precision},"
+          f" PyTorch {report['peer_torch']} fp32)")
+    print(f"{'epoch':>5} | {'dtrain train s':>14} {'epoch s':>8} | {'peer train s':>12} {'epoch s':>8} | {'peer/dtrain':>11}")
+    dtrain_train, dtrain_epoch = median_epochs(dtrain_runs, "train_s"), median_epochs(dtrain_runs, "epoch_s")
+    peer_train, peer_epoch = median_epochs(peer_runs, "train_s"), median_epochs(peer_runs, "epoch_s")
+    rows = []
+    for i in range(args.epochs):
+        ratio = peer_epoch[i] / dtrain_epoch[i]
+        rows.append({"epoch": i + 1, "dtrain_train_s": dtrain_train[i], "dtrain_epoch_s": dtrain_epoch[i],
+                     "peer_train_s": peer_train[i], "peer_epoch_s": peer_epoch[i], "peer_over_dtrain": ratio})
+        print(f"{i + 1:>5} | {dtrain_train[i]:>14.3f} {dtrain_epoch[i]:>8.3f} | {peer_train[i]:>12.3f} {peer_epoch[i]:>8.3f} |"
+              f" {ratio:>10.2f}x")
+    for name, runs in (("dtrain", dtrain_runs), ("peer", peer_runs)):
+        util = [r["gpu_util_mean_pct"] for r in runs if r["gpu_util_mean_pct"] is not None]
+        mem = [r["gpu_mem_max_mib"] for r in runs if r["gpu_mem_max_mib"] is not None]
+        report[f"{name}_gpu_util_mean_pct"] = statistics.median(util) if util else None
+        report[f"{name}_gpu_mem_max_mib"] = max(mem) if mem else None
+        print(f"{name:>6}: GPU utilisation {report[f'{name}_gpu_util_mean_pct']} % (mean while running),"
+              f" peak GPU memory {report[f'{name}_gpu_mem_max_mib']} MiB,"
+              f" final test accuracy {runs[-1]['epochs'][-1]['test_accuracy']:.4f}")
+    report.update({"per_epoch": rows, "dtrain_runs": dtrain_runs, "peer_runs": peer_runs})
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(report, f, indent=1)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,29 @@
+// The library's own allreduce, called directly on the same buffers the benchmark gives dtrain: the
+// baseline that dtrain's communicator layer is measured against.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+
+#include "runtime/bootstrap/mpi_session.h"
+#include "runtime/config/config.h"
+
+namespace dtrain::bench {
+
+class RawAllreduce {
+ public:
+  virtual ~RawAllreduce() = default;
+  virtual std::string name() const = 0;  // e.g. "MPI_Allreduce"
+  // Collective, in-place float sum. MPI returns with the result in place; NCCL queues it on its stream.
+  virtual void sum(at::Tensor& tensor) = 0;
+  // Returns once every sum() issued so far has completed.
+  virtual void synchronize() = 0;
+};
+
+// MPI: blocking MPI_Allreduce on MPI_COMM_WORLD. NCCL: ncclAllReduce on a communicator and stream of
+// its own, as nccl-tests time it: iterations queued back to back, one synchronisation at the end. Throws ConfigError for a backend this build lacks.
+std::unique_ptr<RawAllreduce> make_raw_allreduce(BackendKind backend, const MpiSession& session, int cuda_device);
+
+}  // namespace dtrain::bench

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Downloads (does not install) the Debian 12 packages that a GPU host with only a pip PyTorch lacks:
+# Open MPI and its libraries, yaml-cpp, cxxopts, Catch2, zlib headers and
+# Debian's Fashion-MNIST, into ${DEPS_DIR:-.deps}.
+# Run it on a Debian 12 machine with apt access; carry the folder to the GPU host, where
+# scripts/gpu_host.sh unpacks it into a private prefix (never into /). About 40 MB.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+deps_dir=${DEPS_DIR:-.deps}
+packages=(
+  openmpi-bin openmpi-common libopenmpi3 libopenmpi-dev libpmix2 libhwloc15 libhwloc-plugins
+  libevent-core-2.1-7 libevent-pthreads-2.1-7 libevent-2.1-7 libfabric1 libucx0 libpsm2-2
+  libpsm-infinipath1 libibverbs1 ibverbs-providers librdmacm1 libnl-3-200 libnl-route-3-200
+  libnuma1 libltdl7 libmunge2 libcxxopts-dev libyaml-cpp0.7 libyaml-cpp-dev catch2 zlib1g-dev
+  dataset-fashion-mnist  # the real training data, for the epoch benchmark
+)
+mkdir -p "$deps_dir"
+if [ -d .git ] && ! grep -qx '/.deps/' .git/info/exclude 2>/dev/null; then echo '/.deps/' >> .git/info/exclude; fi
+(cd "$deps_dir" && apt-get download "${packages[@]}")
+echo "fetch_gpu_host_deps: $(ls "$deps_dir"/*.deb | wc -l) packages, $(du -sh "$deps_dir" | cut -f1) in $deps_dir"

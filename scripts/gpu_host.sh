@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Builds, tests and benchmarks dtrain on a GPU host whose only PyTorch is pip's CUDA wheel and which has
+# no package manager access: Open MPI, yaml-cpp, cxxopts and Catch2 come from Debian 12 packages fetched
+# elsewhere (scripts/fetch_gpu_host_deps.sh) and unpacked into a private prefix; LibTorch and NCCL come
+# from the pip packages (torch, nvidia-nccl-*). See docs/gpu.md.
+#
+#   bash scripts/gpu_host.sh [build|test|bench|all]    (default: all)
+#
+#   PYTHON        interpreter with the CUDA torch (default python3)
+#   DEPS_DIR      the fetched .deb files (default .deps)
+#   DEPS_PREFIX   where they are unpacked (default ${TMPDIR:-/tmp}/dtrain-deps)
+#   BUILD_DIR     build directory (default build-gpu)
+#   OUT           if set, logs and JSON results are copied there
+set -euo pipefail
+cd "$(dirname "$0")/.."
+step=${1:-all}
+python=${PYTHON:-python3}
+deps_dir=${DEPS_DIR:-.deps}
+prefix=${DEPS_PREFIX:-${TMPDIR:-/tmp}/dtrain-deps}
+build_dir=${BUILD_DIR:-build-gpu}
+results=${OUT:-$build_dir/results}
+mkdir -p "$results"
+
+# --- the unpacked Debian packages ----------------------------------------------------------------
+if ! command -v mpirun >/dev/null || [ -d "$deps_dir" ]; then
+  if ! ls "$deps_dir"/*.deb >/dev/null 2>&1; then
+    echo "gpu_host: no Open MPI on this host and no .deb files in $deps_dir; run scripts/fetch_gpu_host_deps.sh on a Debian 12 machine and copy $deps_dir here" >&2
+    exit 1
+  fi
+  if [ ! -f "$prefix/.unpacked" ]; then
+    mkdir -p "$prefix"
+    for f in "$deps_dir"/*.deb; do dpkg-deb -x "$f" "$prefix"; done
+    touch "$prefix/.unpacked"
+  fi
+  arch_lib=$prefix/usr/lib/x86_64-linux-gnu
+  export PATH=$prefix/usr/bin:$PATH
+  export LD_LIBRARY_PATH=$arch_lib:$arch_lib/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  # Open MPI finds its help files, plugins and wrapper data through these once relocated.
+  export OPAL_PREFIX=$prefix/usr OPAL_LIBDIR=$arch_lib/openmpi/lib OPAL_DATADIR=$prefix/usr/share/openmpi
+  export OPAL_PKGDATADIR=$prefix/usr/share/openmpi OPAL_SYSCONFDIR=$prefix/etc/openmpi
+  mpi_args=(-DMPI_CXX_COMPILER="$prefix/usr/bin/mpicxx.openmpi" -DMPIEXEC_EXECUTABLE="$prefix/usr/bin/mpirun.openmpi")
+  extra_prefix="$prefix/usr"
+  mpirun_bin=$prefix/usr/bin/mpirun.openmpi
+else
+  mpi_args=()
+  extra_prefix=""
+  mpirun_bin=$(command -v mpirun)
+fi
+if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+
+# --- LibTorch and NCCL from pip ------------------------------------------------------------------
+site=$("$python" -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
+nccl_root=$("$python" -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null || true)
+# pip's libnccl.so.2 and the CUDA libraries beside torch must be found at run time as well.
+export LD_LIBRARY_PATH=$site/torch/lib${nccl_root:+:$nccl_root/lib}:$LD_LIBRARY_PATH
+
+build() {
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$site/torch${extra_prefix:+;$extra_prefix}" ${nccl_root:+-DNCCL_ROOT="$nccl_root"} \
+    -DDTRAIN_WITH_NCCL=ON "${mpi_args[@]}" 2>&1 | tee "$results/configure.log"
+  cmake --build "$build_dir" --parallel "$(nproc)" 2>&1 | tail -n 20 | tee "$results/build.log"
+}
+
+run_tests() {
+  nvidia-smi 2>&1 | tee "$results/nvidia-smi.txt" || true
+  # The [gpu] cases run here; ctest's log keeps each one's output.
+  (cd "$build_dir" && ctest --output-on-failure --timeout 900 -E 'bench_peer_smoke' 2>&1) | tee "$results/ctest.log"
+  "$build_dir/dtrain_nccl_tests" --success --reporter compact 2>&1 | tail -n 5 | tee "$results/nccl_tests.log"
+}
+
+run_bench() {
+  # Fashion-MNIST from Debian's dataset package: installed, or unpacked with the other packages.
+  local data=(--synthetic)
+  for dir in /usr/share/datasets/fashion-mnist "$prefix/usr/share/datasets/fashion-mnist"; do
+    if [ -d "$dir" ]; then data=(--data-dir "$dir"); break; fi
+  done
+  # The main job on the GPU: NCCL at world size 1, then 2 ranks sharing the GPU over MPI.
+  "$build_dir/dtrain" --workload mnist --device cuda --backend nccl --epochs 2 --checkpoint=false \
+    --progress-bar=false --log-dir "$results/dtrain-logs" "${data[@]}" 2>&1 | tee "$results/mnist_nccl_1rank.log"
+  "$mpirun_bin" -np 2 --oversubscribe "$build_dir/dtrain" --workload mnist --device cuda --backend mpi --epochs 1 \
+    --checkpoint=false --progress-bar=false --log-dir "$results/dtrain-logs" "${data[@]}" 2>&1 \
+    | tee "$results/mnist_mpi_2ranks_1gpu.log"
+  "$build_dir/dtrain_allreduce_bench" --backend nccl --json "$results/allreduce_nccl_1rank.json" 2>&1 \
+    | tee "$results/allreduce_nccl_1rank.txt"
+  "$mpirun_bin" -np 2 --oversubscribe "$build_dir/dtrain_allreduce_bench" --backend mpi --max-bytes 64M \
+    --json "$results/allreduce_mpi_2ranks.json" 2>&1 | tee "$results/allreduce_mpi_2ranks.txt"
+  if [ "${data[0]}" = --data-dir ]; then
+    "$python" bench/gpu_epoch_bench.py --dtrain "$build_dir/dtrain" --python "$python" --epochs 2 --reps 2 \
+      --data-dir "${data[1]}" --out "$results/gpu_epoch.json" 2>&1 | tee "$results/gpu_epoch.txt"
+  else
+    echo "gpu_host: no Fashion-MNIST files on this host; the epoch comparison needs real data (see docs/gpu.md)" \
+      | tee "$results/gpu_epoch.txt"
+  fi
+}
+
+case "$step" in
+  build) build ;;
+  test) run_tests ;;
+  bench) run_bench ;;
+  all) build; run_tests; run_bench ;;
+  *) echo "usage: gpu_host.sh [build|test|bench|all]" >&2; exit 2 ;;
+esac

@@ -171,7 +171,11 @@ std::optional<CheckpointMeta> Checkpointer::restore(torch::nn::Module& model, to
   torch::serialize::InputArchive archive;
   CheckpointMeta meta;
   try {
-    archive.load_from(static_cast<const char*>(payload.data_ptr()), static_cast<size_t>(payload.numel()));
+    // Tensors land on this rank's device whatever device wrote them: a checkpoint from a CPU run resumes
+    // on GPUs and the reverse, and rank 3's state never ends up on rank 0's GPU.
+    const c10::Device device = model.parameters().empty() ? c10::Device(c10::DeviceType::CPU)
+                                                          : model.parameters().front().device();
+    archive.load_from(static_cast<const char*>(payload.data_ptr()), static_cast<size_t>(payload.numel()), device);
     const int64_t version = read_int(archive, "format_version");
     if (version != kFormatVersion) {
       throw DataError("checkpoint format version " + std::to_string(version) + ", expected " +

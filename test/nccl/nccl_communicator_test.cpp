@@ -191,3 +191,29 @@ TEST_CASE("training on the GPU over NCCL matches training on the CPU", "[nccl][g
     CHECK(std::isfinite(run.result.epochs.back().test_loss));
   }
 }
+
+TEST_CASE("a checkpoint written on the CPU resumes on the GPU", "[nccl][gpu][checkpoint]") {
+  DTRAIN_SKIP_WITHOUT_GPU();
+  auto comm = make_nccl_comm();
+  test::TempDir dir;
+  TrainConfig config = test::tiny_config(dir.path());
+  auto workload = test::make_tiny_workload();
+  LocalCommunicator local;
+  config.train.epochs = 2;
+  const test::TrainRun uninterrupted = test::train_run(config, *workload, local);
+
+  TrainConfig first = config;
+  first.train.epochs = 1;
+  first.checkpoint.dir = dir.file("resume");
+  test::train_run(first, *workload, local);
+  TrainConfig second = config;
+  second.checkpoint.dir = first.checkpoint.dir;
+  second.checkpoint.resume = true;
+  const c10::Device gpu(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(comm->device()));
+  const test::TrainRun resumed = test::train_run(second, *workload, *comm, ReducerOptions{BucketOptions{512, 64}}, gpu);
+  REQUIRE(resumed.result.epochs.size() == 1);
+  CHECK(resumed.result.epochs.front().epoch == 2);
+  if (comm->world_size() == 1) {
+    CHECK(test::max_relative_difference(resumed.params.cpu(), uninterrupted.params) < 1e-3);
+  }
+}

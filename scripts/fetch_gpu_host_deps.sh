@@ -15,6 +15,5 @@ packages=(
   dataset-fashion-mnist  # the real training data, for the epoch benchmark
 )
 mkdir -p "$deps_dir"
-if [ -d .git ] && ! grep -qx '/.deps/' .git/info/exclude 2>/dev/null; then echo '/.deps/' >> .git/info/exclude; fi
 (cd "$deps_dir" && apt-get download "${packages[@]}")
 echo "fetch_gpu_host_deps: $(ls "$deps_dir"/*.deb | wc -l) packages, $(du -sh "$deps_dir" | cut -f1) in $deps_dir"

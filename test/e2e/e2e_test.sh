@@ -107,12 +107,14 @@ else
   fail "could not find rank 1 of the stuck-rank job"; kill "$job" 2>/dev/null
 fi
 
-# 7. Mixed precision on the CPU: bf16 autocast and bf16 gradient compression train normally at 2 ranks.
-if run_np 2 "${fast[@]}" --epochs 2 --precision bf16 --compress bf16 --log-dir logs7 --checkpoint=false >out7.txt 2>&1 &&
-   /usr/bin/python3 "$here/check_run_output.py" out7.txt logs7 2 katib; then
-  pass "bf16 autocast with bf16 gradient compression"
+# 7. bf16 gradient compression trains normally at 2 ranks. (bf16 autocast is covered by the unit tests:
+#    on CPUs without native bf16 its convolutions are ~15x slower, too slow for an mnist run here.)
+if run_np 2 "${fast[@]}" --epochs 2 --compress bf16 --log-dir logs7 --checkpoint=false >out7.txt 2>&1 &&
+   /usr/bin/python3 "$here/check_run_output.py" out7.txt logs7 2 katib &&
+   grep -q 'compress: bf16' logs7/*/config.yaml; then
+  pass "bf16 gradient compression"
 else
-  fail "bf16 run"; cat out7.txt
+  fail "bf16 compression run"; cat out7.txt
 fi
 
 echo "e2e: $failures failure(s)"

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -55,6 +56,19 @@ TEST_CASE("training on one rank lowers the loss and logs every epoch", "[train]"
   CHECK_THAT(lines.front(), Contains("\"event\":\"run_start\""));
   CHECK_THAT(lines[1], Contains("\"event\":\"epoch_end\""));
   CHECK_THAT(lines.back(), Contains("\"event\":\"run_end\""));
+}
+
+TEST_CASE("training under bf16 autocast lowers the loss", "[train][precision]") {
+  test::TempDir dir;
+  TrainConfig config = test::tiny_config(dir.path());
+  config.train.epochs = 3;
+  config.train.precision = Precision::kBf16;
+  config.checkpoint.enabled = false;
+  auto workload = test::make_tiny_workload();
+  const test::TrainRun run = train(config, *workload);
+  REQUIRE(run.result.epochs.size() == 3);
+  CHECK(run.result.epochs[2].train_loss < run.result.epochs[0].train_loss);
+  CHECK(std::isfinite(run.result.epochs[2].test_loss));
 }
 
 TEST_CASE("resuming after an epoch reproduces the uninterrupted run exactly", "[train][checkpoint]") {

@@ -12,6 +12,7 @@ packages=(
   catch2                         # Catch2 v2
   dataset-fashion-mnist          # the default training data
   python3 python3-torch          # the PyTorch DDP peer for bench/ and the test output checkers
+  python3-yaml python3-jsonschema  # deploy/k8s's generator and the offline MPIJob validation
 )
 
 missing=()

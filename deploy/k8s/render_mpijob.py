@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""Renders a Kubeflow MPIJob (kubeflow.org/v2beta1) that trains a dtrain workload, for one platform:
+
+  gke        Google Kubernetes Engine: GPU nodes chosen by cloud.google.com/gke-accelerator
+  usernetes  rootless Kubernetes (Usernetes): no cloud labels; NCCL and Open MPI kept on the pod
+             interface of the flannel VXLAN overlay
+  openshift  OpenShift: fits the restricted-v2 SCC (no fixed UID, non-root, no capabilities, no privilege
+             escalation, seccomp RuntimeDefault)
+
+Every variant starts from one base: a launcher (no GPU) that runs `time mpirun --hostfile
+/etc/mpi/hostfile -np WORKERS x SLOTS dtrain ...` once the workers are ready, and workers that run the
+image's non-root sshd on port 2222. A scaling study is one loop over --workers (see run_study.sh).
+
+  render_mpijob.py --platform gke --workers 16 --accelerator nvidia-tesla-v100 --image IMAGE > job.yaml
+
+The image contract (deploy/docker): user `dtrain` (UID 1000, group 0) with home /home/dtrain, `dtrain` on
+PATH, and `dtrain-entrypoint launcher|worker`. Bad input exits with status 2 and one line saying what
+was wrong.
+"""
+import argparse
+import re
+import shlex
+import sys
+
+import yaml
+
+PLATFORMS = ("gke", "usernetes", "openshift")
+GKE_ACCELERATORS = ("nvidia-tesla-k80", "nvidia-tesla-p4", "nvidia-tesla-p100", "nvidia-tesla-v100",
+                    "nvidia-tesla-t4", "nvidia-l4", "nvidia-tesla-a100", "nvidia-a100-80gb", "nvidia-h100-80gb")
+HOME = "/home/dtrain"
+SSH_PORT = 2222
+# DNS-1035 label: the operator names pods <name>-launcher and <name>-worker-<i>.
+NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+class UsageError(Exception):
+    pass
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--platform", required=True, help="|".join(PLATFORMS))
+    p.add_argument("--workers", type=int, required=True, help="worker pods (nodes), e.g. 2, 4, 8, 16, 32")
+    p.add_argument("--gpus-per-worker", type=int, default=1,
+                   help="GPUs (and ranks) per worker; 0 trains on CPUs with one rank per worker")
+    p.add_argument("--accelerator", default="", help="GKE GPU type: " + ", ".join(GKE_ACCELERATORS))
+    p.add_argument("--workload", default="mnist")
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--batch-size", type=int, default=64, help="per rank")
+    p.add_argument("--image", required=True, help="the dtrain image (deploy/docker), e.g. ghcr.io/org/dtrain:cuda")
+    p.add_argument("--name", default="", help="MPIJob name (default dtrain-<workload>-<platform>-<workers>)")
+    p.add_argument("--namespace", default="")
+    p.add_argument("--dtrain-args", default="", help="more dtrain flags, e.g. '--precision bf16 --synthetic'")
+    p.add_argument("--cpu", default="", help="CPU request per worker, e.g. 8 (default: none)")
+    p.add_argument("--memory", default="", help="memory request per worker, e.g. 32Gi (default: none)")
+    p.add_argument("--shm", default="8Gi", help="size limit of /dev/shm (NCCL fails with the 64 MB default)")
+    return p.parse_args(argv)
+
+
+def check(args):
+    if args.platform not in PLATFORMS:
+        raise UsageError(f"unknown platform '{args.platform}'; expected one of: {', '.join(PLATFORMS)}")
+    if args.workers < 1:
+        raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    if not 0 <= args.gpus_per_worker <= 16:
+        raise UsageError(f"--gpus-per-worker must be in [0, 16], got {args.gpus_per_worker}")
+    if args.platform == "gke" and args.gpus_per_worker > 0:
+        if not args.accelerator:
+            raise UsageError("--accelerator is required for GKE GPU jobs; one of: " + ", ".join(GKE_ACCELERATORS))
+        if args.accelerator not in GKE_ACCELERATORS:
+            raise UsageError(f"unknown GKE accelerator '{args.accelerator}'; expected one of: {', '.join(GKE_ACCELERATORS)}")
+    elif args.accelerator:
+        raise UsageError(f"--accelerator applies to GKE GPU jobs only (platform {args.platform}, "
+                         f"{args.gpus_per_worker} GPUs per worker)")
+    if args.epochs < 1:
+        raise UsageError(f"--epochs must be at least 1, got {args.epochs}")
+    if args.batch_size < 1:
+        raise UsageError(f"--batch-size must be at least 1, got {args.batch_size}")
+    if not re.match(r"^[a-z0-9][a-z0-9_.-]*$", args.workload):
+        raise UsageError(f"--workload '{args.workload}' is not a workload name")
+    if not args.image or any(c.isspace() for c in args.image):
+        raise UsageError(f"--image must be an image reference without spaces, got '{args.image}'")
+    name = args.name or f"dtrain-{args.workload}-{args.platform}-{args.workers}".replace("_", "-").replace(".", "-")
+    longest_pod = f"{name}-worker-{args.workers - 1}"
+    if not NAME_RE.match(name) or len(longest_pod) > 63:
+        raise UsageError(f"job name '{name}' must be a DNS-1035 label (lower case letters, digits, '-') and "
+                         f"'{longest_pod}' at most 63 characters")
+    return name
+
+
+def security(platform):
+    """Pod and container security contexts that the restricted Pod Security Standard accepts."""
+    pod = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    if platform != "openshift":  # OpenShift's SCC assigns the UID; the image copes with any UID in group 0
+        pod.update({"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000})
+    container = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    return pod, container
+
+
+def network_env(platform):
+    env = [{"name": "NCCL_DEBUG", "value": "WARN"}]
+    if platform == "usernetes":
+        # The flannel VXLAN overlay is the pod's eth0; there is no InfiniBand and no host network.
+        env += [{"name": "NCCL_SOCKET_IFNAME", "value": "eth0"}, {"name": "NCCL_IB_DISABLE", "value": "1"}]
+    return env
+
+
+def mpirun_command(args, ranks):
+    mpirun = ["mpirun", "--hostfile", "/etc/mpi/hostfile", "-np", str(ranks), "--bind-to", "none",
+              "--mca", "plm_rsh_args", f"-p {SSH_PORT} -o ConnectionAttempts=10"]
+    if args.platform == "usernetes":
+        mpirun += ["--mca", "btl_tcp_if_include", "eth0", "--mca", "oob_tcp_if_include", "eth0"]
+    for var in network_env(args.platform):
+        mpirun += ["-x", var["name"]]
+    device = ["--device", "cuda", "--backend", "nccl"] if args.gpus_per_worker > 0 else ["--device", "cpu", "--backend", "mpi"]
+    dtrain = ["dtrain", "--workload", args.workload, "--epochs", str(args.epochs), "--batch-size", str(args.batch_size),
+              *device, "--log-dir", f"{HOME}/dtrain-logs", "--checkpoint-dir", f"{HOME}/dtrain-checkpoints",
+              "--progress-bar=false"]
+    dtrain += shlex.split(args.dtrain_args)
+    # bash's `time` keyword prints the `real` line the analysis tools look for.
+    return ["bash", "-c", "time " + shlex.join(mpirun + dtrain)]
+
+
+def render(args):
+    name = check(args)
+    slots = max(1, args.gpus_per_worker)
+    pod_security, container_security = security(args.platform)
+    labels = {"app.kubernetes.io/name": "dtrain", "dtrain/workload": args.workload, "dtrain/platform": args.platform,
+              "dtrain/workers": str(args.workers)}
+    if args.accelerator:
+        labels["dtrain/accelerator"] = args.accelerator
+
+    launcher = {
+        "name": "launcher", "image": args.image, "imagePullPolicy": "IfNotPresent",
+        "command": ["dtrain-entrypoint", "launcher"], "args": mpirun_command(args, args.workers * slots),
+        "env": network_env(args.platform),
+        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+        "securityContext": container_security,
+    }
+    worker = {
+        "name": "worker", "image": args.image, "imagePullPolicy": "IfNotPresent",
+        "command": ["dtrain-entrypoint", "worker"],
+        "ports": [{"name": "ssh", "containerPort": SSH_PORT}],
+        "securityContext": container_security,
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+    }
+    requests, limits = {}, {}
+    if args.cpu:
+        requests["cpu"] = args.cpu
+    if args.memory:
+        requests["memory"] = args.memory
+    if args.gpus_per_worker > 0:
+        limits["nvidia.com/gpu"] = args.gpus_per_worker
+    if requests or limits:
+        worker["resources"] = {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
+    worker_pod = {
+        "securityContext": pod_security,
+        "containers": [worker],
+        "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": args.shm}}],
+    }
+    if args.platform == "gke" and args.gpus_per_worker > 0:
+        worker_pod["nodeSelector"] = {"cloud.google.com/gke-accelerator": args.accelerator}
+        worker_pod["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+    metadata = {"name": name, "labels": labels}
+    if args.namespace:
+        metadata["namespace"] = args.namespace
+    return {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": metadata,
+        "spec": {
+            "slotsPerWorker": slots,
+            "mpiImplementation": "OpenMPI",
+            "sshAuthMountPath": f"{HOME}/.ssh",
+            "launcherCreationPolicy": "WaitForWorkersReady",
+            # A failed timed run must not silently rerun; finished workers are removed, the launcher (and
+            # its log) stays until the job is deleted.
+            "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 0},
+            "mpiReplicaSpecs": {
+                "Launcher": {
+                    "replicas": 1, "restartPolicy": "Never",
+                    "template": {"metadata": {"labels": labels},
+                                 "spec": {"securityContext": pod_security, "containers": [launcher]}},
+                },
+                "Worker": {
+                    "replicas": args.workers, "restartPolicy": "Never",
+                    "template": {"metadata": {"labels": labels}, "spec": worker_pod},
+                },
+            },
+        },
+    }
+
+
+class _Dumper(yaml.SafeDumper):
+    """Plain YAML for people: no anchors for repeated blocks, long command lines kept on one line."""
+
+    def ignore_aliases(self, data):
+        return True
+
+
+def to_yaml(job):
+    return yaml.dump(job, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1 << 16)
+
+
+def main(argv):
+    args = parse_args(argv)
+    try:
+        job = render(args)
+    except UsageError as e:
+        print(f"render_mpijob: {e}", file=sys.stderr)
+        return 2
+    sys.stdout.write(to_yaml(job))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,238 @@
+#!/usr/bin/python3
+"""Validates every MPIJob that deploy/k8s/render_mpijob.py can render, offline:
+
+1. against the Kubeflow MPIJob CRD's OpenAPI schema (shared/schemas), in strict mode: every object that
+   lists its properties rejects unknown ones, as kubeconform's strict mode does;
+2. against the operator's own rules that the schema does not express (launcher with one replica, workers
+   >= 1, restartPolicy, cleanPodPolicy, a container per template, DNS-1035 pod names);
+3. against dtrain's contract: `time mpirun --hostfile /etc/mpi/hostfile -np workers x slots`, a launcher
+   without GPUs, /dev/shm as a memory emptyDir, GKE node selector and toleration;
+4. for OpenShift, against the restricted Pod Security Standard and the restricted-v2 SCC (no fixed UID).
+
+It also feeds the generator broken inputs and checks their errors. Usage: validate_manifests.py SCHEMA_CRD
+"""
+import copy
+import itertools
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import jsonschema
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+RENDER = os.path.join(ROOT, "deploy", "k8s", "render_mpijob.py")
+sys.path.insert(0, os.path.dirname(RENDER))
+import render_mpijob  # noqa: E402
+
+failures = []
+
+
+def fail(what, message):
+    failures.append(f"{what}: {message}")
+
+
+def strict(schema):
+    """Adds additionalProperties: false wherever properties are listed and nothing else is allowed."""
+    schema = copy.deepcopy(schema)
+
+    def walk(node):
+        if isinstance(node, dict):
+            if "properties" in node and "additionalProperties" not in node and \
+                    not node.get("x-kubernetes-preserve-unknown-fields"):
+                node["additionalProperties"] = False
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(schema)
+    return schema
+
+
+def operator_rules(what, job):
+    spec = job["spec"]
+    replicas = spec["mpiReplicaSpecs"]
+    launcher, worker = replicas.get("Launcher"), replicas.get("Worker")
+    if launcher is None or launcher.get("replicas") != 1:
+        fail(what, "the Launcher replica spec must exist with replicas: 1")
+    if worker is None or worker.get("replicas", 0) < 1:
+        fail(what, "Worker.replicas must be >= 1")
+    for role, r in replicas.items():
+        if r.get("restartPolicy") not in ("Never", "OnFailure"):
+            fail(what, f"{role}.restartPolicy must be Never or OnFailure, got {r.get('restartPolicy')}")
+        if not r["template"]["spec"].get("containers"):
+            fail(what, f"{role} template has no container")
+    if spec["runPolicy"].get("cleanPodPolicy") not in ("None", "Running", "All"):
+        fail(what, "runPolicy.cleanPodPolicy must be None, Running or All")
+    if "backoffLimit" not in spec["runPolicy"]:
+        fail(what, "runPolicy.backoffLimit must be set explicitly")
+    last_worker = f"{job['metadata']['name']}-worker-{worker['replicas'] - 1}"
+    if not re.match(r"^[a-z]([-a-z0-9]*[a-z0-9])?$", last_worker) or len(last_worker) > 63:
+        fail(what, f"pod name {last_worker} is not a DNS-1035 label")
+
+
+def dtrain_contract(what, job, platform, workers, gpus, accelerator):
+    spec = job["spec"]
+    slots = spec["slotsPerWorker"]
+    if slots != max(1, gpus):
+        fail(what, f"slotsPerWorker {slots}, expected {max(1, gpus)}")
+    if spec.get("launcherCreationPolicy") != "WaitForWorkersReady":
+        fail(what, "launcherCreationPolicy must be WaitForWorkersReady")
+    launcher = spec["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    script = launcher["args"]
+    if script[:2] != ["bash", "-c"] or not script[2].startswith("time mpirun "):
+        fail(what, f"launcher must run `bash -c 'time mpirun ...'`, got {script}")
+    words = shlex.split(script[2])
+    if words[words.index("--hostfile") + 1] != "/etc/mpi/hostfile":
+        fail(what, "mpirun must use --hostfile /etc/mpi/hostfile")
+    if words[words.index("-np") + 1] != str(workers * slots):
+        fail(what, f"-np {words[words.index('-np') + 1]}, expected workers x slots = {workers * slots}")
+    if "nvidia.com/gpu" in str(launcher.get("resources", {})):
+        fail(what, "the launcher must not request GPUs")
+    expected_device = "cuda" if gpus else "cpu"
+    if words[words.index("--device") + 1] != expected_device:
+        fail(what, f"dtrain --device should be {expected_device}")
+    pod = spec["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+    worker = pod["containers"][0]
+    gpu_limit = worker.get("resources", {}).get("limits", {}).get("nvidia.com/gpu", 0)
+    if gpu_limit != gpus:
+        fail(what, f"worker nvidia.com/gpu limit {gpu_limit}, expected {gpus}")
+    shm = [v for v in pod.get("volumes", []) if v.get("emptyDir", {}).get("medium") == "Memory"]
+    mounts = [m for m in worker.get("volumeMounts", []) if m["mountPath"] == "/dev/shm"]
+    if not shm or not mounts or mounts[0]["name"] != shm[0]["name"]:
+        fail(what, "/dev/shm must be a memory emptyDir")
+    selector = pod.get("nodeSelector", {})
+    if platform == "gke" and gpus:
+        if selector.get("cloud.google.com/gke-accelerator") != accelerator:
+            fail(what, f"GKE node selector must pick {accelerator}")
+        if not any(t.get("key") == "nvidia.com/gpu" for t in pod.get("tolerations", [])):
+            fail(what, "GKE GPU workers need the nvidia.com/gpu toleration")
+    elif any(k.startswith("cloud.google.com/") for k in selector):
+        fail(what, f"{platform} must not use GKE node labels")
+    if platform == "usernetes" and "NCCL_SOCKET_IFNAME" not in script[2]:
+        fail(what, "usernetes must forward NCCL_SOCKET_IFNAME to the ranks")
+    if not spec["sshAuthMountPath"].startswith("/home/dtrain/"):
+        fail(what, "sshAuthMountPath must be under the user's home")
+
+
+ALLOWED_VOLUME_KEYS = {"name", "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral",
+                       "persistentVolumeClaim", "projected", "secret"}
+
+
+def restricted_pss(what, job):
+    """The restricted Pod Security Standard (v1.28) for every pod template, plus restricted-v2's no-UID rule."""
+    for role, replica in job["spec"]["mpiReplicaSpecs"].items():
+        pod = replica["template"]["spec"]
+        where = f"{what} {role}"
+        for key in ("hostNetwork", "hostPID", "hostIPC"):
+            if pod.get(key):
+                fail(where, f"{key} is not allowed")
+        pod_sc = pod.get("securityContext", {})
+        for volume in pod.get("volumes", []):
+            if not set(volume) <= ALLOWED_VOLUME_KEYS:
+                fail(where, f"volume type {set(volume) - ALLOWED_VOLUME_KEYS} is not allowed")
+        if "runAsUser" in pod_sc or "fsGroup" in pod_sc or "runAsGroup" in pod_sc:
+            fail(where, "restricted-v2 assigns UIDs and groups: no runAsUser/runAsGroup/fsGroup")
+        if pod_sc.get("seccompProfile", {}).get("type") not in ("RuntimeDefault", "Localhost"):
+            fail(where, "pod seccompProfile must be RuntimeDefault or Localhost")
+        for c in pod["containers"] + pod.get("initContainers", []):
+            sc = c.get("securityContext", {})
+            if sc.get("privileged"):
+                fail(where, "privileged containers are not allowed")
+            if sc.get("allowPrivilegeEscalation") is not False:
+                fail(where, "allowPrivilegeEscalation must be false")
+            caps = sc.get("capabilities", {})
+            if caps.get("drop") != ["ALL"] or set(caps.get("add", [])) - {"NET_BIND_SERVICE"}:
+                fail(where, "capabilities must drop ALL and add at most NET_BIND_SERVICE")
+            if not (sc.get("runAsNonRoot") or pod_sc.get("runAsNonRoot")):
+                fail(where, "runAsNonRoot must be true")
+            if sc.get("runAsUser") == 0 or "runAsUser" in sc:
+                fail(where, "no runAsUser under restricted-v2")
+            if any(p.get("hostPort") for p in c.get("ports", [])):
+                fail(where, "hostPort is not allowed")
+
+
+def render(argv):
+    args = render_mpijob.parse_args(argv)
+    return render_mpijob.render(args)
+
+
+def main():
+    crd = yaml.safe_load(open(sys.argv[1]))
+    schema = strict(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+    validator = jsonschema.Draft7Validator(schema)
+    rendered = 0
+    for platform, workers, gpus in itertools.product(render_mpijob.PLATFORMS, (1, 2, 4, 8, 16, 32), (0, 1, 4, 8)):
+        accelerators = render_mpijob.GKE_ACCELERATORS if platform == "gke" and gpus else ("",)
+        for accelerator in accelerators:
+            argv = ["--platform", platform, "--workers", str(workers), "--gpus-per-worker", str(gpus),
+                    "--image", "registry.example.com/dtrain:1", "--epochs", "3", "--batch-size", "128"]
+            argv += ["--accelerator", accelerator] if accelerator else []
+            what = " ".join(argv)
+            # Round-trip through the YAML the script prints, as kubectl would read it.
+            job = yaml.safe_load(render_mpijob.to_yaml(render(argv)))
+            rendered += 1
+            for error in validator.iter_errors(job):
+                fail(what, f"schema: {'/'.join(map(str, error.absolute_path))}: {error.message}")
+            operator_rules(what, job)
+            dtrain_contract(what, job, platform, workers, gpus, accelerator)
+            if platform == "openshift":
+                restricted_pss(what, job)
+
+    # The study's flagship: 16 GKE nodes with V100s, through the script's command line.
+    out = subprocess.run([sys.executable, RENDER, "--platform", "gke", "--workers", "16", "--accelerator",
+                          "nvidia-tesla-v100", "--image", "gcr.io/project/dtrain:cuda"], capture_output=True, text=True)
+    if out.returncode != 0:
+        fail("gke v100 x16", out.stderr)
+    else:
+        job = yaml.safe_load(out.stdout)
+        errors = list(validator.iter_errors(job))
+        if errors or job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] != 16:
+            fail("gke v100 x16", f"{len(errors)} schema errors")
+
+    # The checks themselves must catch mistakes: a misspelled field and a wrong -np.
+    bad = render(["--platform", "gke", "--workers", "2", "--accelerator", "nvidia-l4", "--image", "x"])
+    bad["spec"]["runPolicy"]["cleanpodpolicy"] = "All"
+    if not list(validator.iter_errors(bad)):
+        fail("self-check", "strict schema accepted a misspelled runPolicy.cleanpodpolicy")
+    before = len(failures)
+    bad = render(["--platform", "openshift", "--workers", "2", "--image", "x"])
+    bad["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["securityContext"]["runAsUser"] = 0
+    restricted_pss("self-check", bad)
+    if len(failures) == before:
+        fail("self-check", "the restricted checks accepted runAsUser 0")
+    else:
+        del failures[before:]
+
+    broken = [
+        (["--platform", "aks", "--workers", "2"], "unknown platform 'aks'; expected one of: gke, usernetes, openshift"),
+        (["--platform", "gke", "--workers", "0", "--accelerator", "nvidia-l4"], "--workers must be at least 1, got 0"),
+        (["--platform", "gke", "--workers", "2", "--accelerator", "nvidia-tesla-k99"],
+         "unknown GKE accelerator 'nvidia-tesla-k99'; expected one of: nvidia-tesla-k80"),
+        (["--platform", "gke", "--workers", "2"], "--accelerator is required for GKE GPU jobs"),
+        (["--platform", "openshift", "--workers", "2", "--accelerator", "nvidia-l4"],
+         "--accelerator applies to GKE GPU jobs only"),
+        (["--platform", "usernetes", "--workers", "2", "--epochs", "0"], "--epochs must be at least 1, got 0"),
+        (["--platform", "usernetes", "--workers", "2", "--name", "Dtrain_Job"], "must be a DNS-1035 label"),
+    ]
+    for argv, message in broken:
+        out = subprocess.run([sys.executable, RENDER, *argv, "--image", "x"], capture_output=True, text=True)
+        if out.returncode != 2 or message not in out.stderr or out.stdout:
+            fail(" ".join(argv), f"expected exit 2 and '{message}', got {out.returncode}: {out.stderr.strip()}")
+
+    if failures:
+        print("\n".join(failures[:40]))
+        print(f"validate_manifests: {len(failures)} failure(s) in {rendered} rendered manifests")
+        return 1
+    print(f"validate_manifests: {rendered} manifests valid (strict CRD schema, operator rules, dtrain contract, "
+          f"restricted PSS for OpenShift); {len(broken)} broken inputs rejected")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

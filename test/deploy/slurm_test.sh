@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Submits deploy/slurm/dtrain.sbatch to a real one-node Slurm cluster on this machine: Debian's slurmctld
+# and slurmd with a private config, state directory and unprivileged ports, authenticated by munge.
+# 2 tasks train synthetic mnist for 2 short epochs, with the generic script and with the Satori variant;
+# the test checks exit 0, the per-epoch Katib lines and time's `real` line, then stops its daemons.
+# Usage: slurm_test.sh DTRAIN   (needs root for munged and slurmd, as on CI machines)
+set -uo pipefail
+dtrain=$(readlink -f "$1")
+root=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d /tmp/dtrain-slurm.XXXXXX)
+chmod 755 "$work"
+cleanup() {
+  [ -f "$work/slurmd.pid" ] && kill "$(cat "$work/slurmd.pid")" 2>/dev/null
+  [ -f "$work/slurmctld.pid" ] && kill "$(cat "$work/slurmctld.pid")" 2>/dev/null
+  sleep 1
+  rm -rf "$work"
+}
+trap cleanup EXIT
+die() { echo "FAIL: $*"; for f in "$work"/*.log; do echo "--- $f"; tail -n 20 "$f"; done; exit 1; }
+
+for tool in slurmctld slurmd sbatch munged; do
+  command -v "$tool" >/dev/null || die "$tool not found (install slurm-wlm and munge)"
+done
+# munge: reuse a running daemon, else start one with the installed key.
+if ! munge -n >/dev/null 2>&1; then
+  [ -f /etc/munge/munge.key ] || mungekey --create >/dev/null 2>&1 || die "no munge key"
+  mkdir -p /run/munge && chown munge:munge /run/munge 2>/dev/null
+  (runuser -u munge -- munged 2>/dev/null || munged --force) || die "cannot start munged"
+  sleep 1
+  munge -n >/dev/null || die "munge does not work"
+fi
+
+host=$(hostname -s)
+node_line=$(slurmd -C | head -n 1)   # NodeName=<host> CPUs=... as slurmd sees this machine
+mkdir -p "$work/state" "$work/spool"
+cat >"$work/slurm.conf" <<CONF
+ClusterName=dtraintest
+SlurmctldHost=$host
+SlurmUser=root
+SlurmctldPort=16817
+SlurmdPort=16818
+AuthType=auth/munge
+StateSaveLocation=$work/state
+SlurmdSpoolDir=$work/spool
+SlurmctldPidFile=$work/slurmctld.pid
+SlurmdPidFile=$work/slurmd.pid
+SlurmctldLogFile=$work/slurmctld.log
+SlurmdLogFile=$work/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+MpiDefault=none
+ReturnToService=2
+$node_line State=UNKNOWN
+PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
+CONF
+export SLURM_CONF=$work/slurm.conf
+slurmctld -f "$SLURM_CONF" || die "slurmctld did not start"
+slurmd -f "$SLURM_CONF" || die "slurmd did not start"
+for _ in $(seq 60); do sinfo -h -o %T 2>/dev/null | grep -qE "^idle" && break; sleep 1; done
+sinfo -h -o %T | grep -qE "^idle" || die "the node never became idle: $(sinfo 2>&1)"
+
+if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+submit() {  # submit SCRIPT [sbatch options]: prints the job id
+  local script=$1; shift
+  DTRAIN="$dtrain" sbatch --parsable --nodes=1 --ntasks-per-node=2 --gres=none --time=10 \
+    --output="$work/job-%j.out" "$@" "$script" \
+    --workload mnist --synthetic --epochs 2 --max-steps 3 --eval-batch-size 2000 --checkpoint=false \
+    --log-dir "$work/logs" --progress-bar=false
+}
+failures=0
+check_job() {  # check_job ID WHAT: the job completed with exit 0 and printed what the analysis reads
+  local job=$1 what=$2
+  for _ in $(seq 300); do
+    squeue -h -j "$job" 2>/dev/null | grep -q . || break
+    sleep 1
+  done
+  local out="$work/job-$job.out"
+  [ -f "$out" ] || { echo "FAIL: $what: no job output"; failures=$((failures + 1)); return; }
+  echo "--- $what (job $job)"; grep -E "dtrain.sbatch|^epoch|metricName|^real" "$out"
+  local state exit_code
+  state=$(scontrol show job "$job" 2>/dev/null | grep -o 'JobState=[A-Z]*' | cut -d= -f2)
+  exit_code=$(scontrol show job "$job" 2>/dev/null | grep -o ' ExitCode=[0-9:]*' | cut -d= -f2)
+  [ "$state" = COMPLETED ] && [ "$exit_code" = 0:0 ] || { echo "FAIL: $what: job state $state, exit $exit_code"; cat "$out"; failures=$((failures + 1)); }
+  [ "$(grep -c '{metricName: accuracy, metricValue: [0-9.]*};{metricName: loss' "$out")" -eq 2 ] ||
+    { echo "FAIL: $what: expected 2 per-epoch metric lines"; failures=$((failures + 1)); }
+  grep -q "world size 2" "$out" || { echo "FAIL: $what: the ranks did not form one world of size 2"; failures=$((failures + 1)); }
+  grep -qE "^real[[:space:]]" "$out" || { echo "FAIL: $what: no 'real' line from time"; failures=$((failures + 1)); }
+}
+cd "$root"  # as users submit: from the project root (satori.sbatch finds dtrain.sbatch there)
+job=$(submit deploy/slurm/dtrain.sbatch) || die "sbatch failed"
+# The Satori variant, with its GPU, memory and CPU requests shrunk to fit this machine.
+satori=$(submit deploy/slurm/satori.sbatch --cpus-per-task=1 --mem=500) || die "sbatch of satori.sbatch failed"
+check_job "$job" "dtrain.sbatch"
+check_job "$satori" "satori.sbatch"
+echo "slurm_test: $failures failure(s)"
+[ "$failures" -eq 0 ]

@@ -14,6 +14,7 @@ packages=(
   python3 python3-torch          # the PyTorch DDP peer for bench/ and the test output checkers
   python3-yaml python3-jsonschema  # deploy/k8s's generator and the offline MPIJob validation
   slurm-wlm munge                # a local Slurm cluster for deploy/slurm's test
+  buildah debootstrap            # container images without a Docker engine or registry (deploy/docker)
 )
 
 missing=()

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs, builds and runs every test (unit, multi-rank, NCCL, end to end). This is what CI runs.
+# Installs, builds and runs every test (unit, multi-rank, NCCL, end to end, deploy files). This is what
+# CI runs.
 # Two builds: the CPU build against Debian's LibTorch, and, where a CUDA toolkit is installed, the
 # whole CUDA build against PyPI's CUDA LibTorch (scripts/build_cuda.sh), whose tests run too, the
 # [gpu] cases skipping without a GPU. Under CI (CI set) a missing CUDA toolkit is an error.
@@ -12,8 +13,9 @@ ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure --timeout 900 "$@"
 
 if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || [ -n "${CUDAToolkit_ROOT:-}" ]; then
   BUILD_DIR=${CUDA_BUILD_DIR:-build-cuda} bash scripts/build_cuda.sh
-  # The peer benchmark compares against Debian's PyTorch and says nothing new about this build.
-  ctest --test-dir "${CUDA_BUILD_DIR:-build-cuda}" --output-on-failure --timeout 900 -E bench_peer_smoke "$@"
+  # The peer benchmark compares against Debian's PyTorch, and the deploy tests do not use this build's
+  # binaries beyond what the CPU build's run already covered.
+  ctest --test-dir "${CUDA_BUILD_DIR:-build-cuda}" --output-on-failure --timeout 900 -E 'bench_peer_smoke|deploy_' "$@"
 elif [ -n "${CI:-}" ]; then
   echo "test: no CUDA toolkit found; CI must compile and link the CUDA build (install it in /usr/local/cuda)" >&2
   exit 1

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Builds a dtrain container image with buildah, without a Docker engine or registry access: the Debian 12
+# base image is made with debootstrap from the machine's own apt mirror, then deploy/docker/Dockerfile.<kind>
+# is built on it (chroot isolation, vfs storage: works unprivileged-container-in-VM as on CI machines).
+#
+#   bash scripts/build_image.sh cpu [--with-data] [--tag dtrain:cpu]
+#
+# Prints the image's size at the end. Environment: STORAGE_DRIVER (default vfs), BASE_IMAGE (skip debootstrap
+# and build on this image instead, e.g. docker.io/library/debian:bookworm where a registry is reachable).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+kind=${1:-cpu}
+shift || true
+with_data=0
+tag=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --with-data) with_data=1; shift ;;
+    --tag) tag=$2; shift 2 ;;
+    *) echo "build_image: unknown option '$1' (expected --with-data, --tag TAG)" >&2; exit 2 ;;
+  esac
+done
+[ -f "deploy/docker/Dockerfile.$kind" ] || { echo "build_image: no deploy/docker/Dockerfile.$kind (kinds: cpu, cuda)" >&2; exit 2; }
+tag=${tag:-dtrain:$kind}
+export STORAGE_DRIVER=${STORAGE_DRIVER:-vfs}
+
+need=()
+command -v buildah >/dev/null || need+=(buildah)
+command -v debootstrap >/dev/null || need+=(debootstrap)
+if [ ${#need[@]} -gt 0 ]; then
+  sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+
+base=${BASE_IMAGE:-localhost/dtrain-base:bookworm}
+if [ -z "${BASE_IMAGE:-}" ] && ! buildah inspect --type image "$base" >/dev/null 2>&1; then
+  # The first deb.debian.org-style URI of the machine's bookworm sources (deb822 or one-line format).
+  mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
+  [ -n "$mirror" ] || mirror=$(awk '$1 == "deb" && $3 ~ /^bookworm$/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
+  mirror=${mirror:-http://deb.debian.org/debian}
+  rootfs=$(mktemp -d)
+  trap 'rm -rf "$rootfs"' EXIT
+  echo "build_image: debootstrap bookworm from $mirror"
+  debootstrap --variant=minbase bookworm "$rootfs" "$mirror" >/dev/null
+  echo "deb $mirror bookworm main" >"$rootfs/etc/apt/sources.list"
+  tar -C "$rootfs" -cf "$rootfs.tar" .
+  container=$(buildah from scratch)
+  buildah add "$container" "$rootfs.tar" / >/dev/null
+  buildah config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin --cmd /bin/bash "$container"
+  buildah commit --rm "$container" "$base" >/dev/null
+  rm -f "$rootfs.tar"
+fi
+
+buildah bud --isolation chroot --layers=false --build-arg BASE="$base" --build-arg WITH_DATA="$with_data" \
+  -f "deploy/docker/Dockerfile.$kind" -t "$tag" .
+buildah images --format '{{.Name}}:{{.Tag}} {{.Size}}' "$tag"

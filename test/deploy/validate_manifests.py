@@ -163,6 +163,11 @@ def render(argv):
 
 
 def main():
+    if len(sys.argv) != 2 or not os.path.isfile(sys.argv[1]):
+        print(f"validate_manifests: the MPIJob CRD schema was not found at "
+              f"'{sys.argv[1] if len(sys.argv) > 1 else ''}'; pass shared/schemas/mpijob-v2beta1-crd.yaml "
+              f"(CMake: -DDTRAIN_SCHEMAS_DIR=<dir>)")
+        return 1
     crd = yaml.safe_load(open(sys.argv[1]))
     schema = strict(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
     validator = jsonschema.Draft7Validator(schema)

@@ -20,6 +20,7 @@
 #include "runtime/reduce/bucketed_reducer.h"
 #include "runtime/train/trainer.h"
 #include "runtime/util/error.h"
+#include "runtime/util/strings.h"
 #include "workloads/registry.h"
 
 namespace dtrain {
@@ -55,12 +56,6 @@ int ranks_per_host(const MpiSession& session) {
   return most;
 }
 
-std::string joined(const std::vector<std::string>& names) {
-  std::string text;
-  for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
-  return text;
-}
-
 void print_workloads(const WorkloadRegistry& registry) {
   for (const std::string& name : registry.names()) std::cout << name << "\t" << registry.description(name) << "\n";
 }
@@ -94,8 +89,8 @@ int run(int argc, char** argv, MpiSession& session) {
     if (session.is_root()) {
       if (cmd.show_help) std::cout << help_text();
       if (cmd.show_version) {
-        std::cout << "dtrain " << DTRAIN_VERSION << " (libtorch " << TORCH_VERSION << "; backends: " << joined(available_backends())
-                  << "; devices: " << joined(available_devices()) << ")\n";
+        std::cout << "dtrain " << DTRAIN_VERSION << " (libtorch " << TORCH_VERSION << "; backends: " << join(available_backends())
+                  << "; devices: " << join(available_devices()) << ")\n";
       }
       if (cmd.list_workloads) print_workloads(registry);
       if (cmd.print_config) std::cout << to_yaml(cmd.config);

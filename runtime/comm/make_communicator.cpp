@@ -8,6 +8,7 @@
 #include "runtime/comm/mpi_communicator.h"
 #include "runtime/device/gpu_assignment.h"
 #include "runtime/util/error.h"
+#include "runtime/util/strings.h"
 
 #if DTRAIN_WITH_NCCL
 #include "runtime/comm/nccl_communicator.h"
@@ -19,12 +20,6 @@
 
 namespace dtrain {
 namespace {
-
-std::string joined(const std::vector<std::string>& names) {
-  std::string text;
-  for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
-  return text;
-}
 
 std::string cuda_visible_devices() {
   const char* value = std::getenv("CUDA_VISIBLE_DEVICES");
@@ -62,10 +57,10 @@ DeviceKind resolve_device(DeviceKind requested) {
     const std::string visible = cuda_visible_devices();
     throw ConfigError("comm.device 'cuda' requested, but no CUDA device is visible to this process (" +
                       (visible.empty() ? std::string("CUDA_VISIBLE_DEVICES unset") : "CUDA_VISIBLE_DEVICES=" + visible) +
-                      "); available devices: " + joined(available_devices()));
+                      "); available devices: " + join(available_devices()));
 #else
     throw ConfigError(std::string("comm.device 'cuda' requested, but this dtrain was built with a CPU-only LibTorch (") +
-                      TORCH_VERSION + "); available devices: " + joined(available_devices()) +
+                      TORCH_VERSION + "); available devices: " + join(available_devices()) +
                       ". Build against a CUDA LibTorch (see docs/gpu.md)");
 #endif
   }
@@ -86,7 +81,7 @@ BackendKind resolve_backend(BackendKind requested, DeviceKind device) {
     case BackendKind::kNccl:
       if (!nccl_built) {
         throw ConfigError("comm.backend 'nccl' is not built into this dtrain; available backends: " +
-                          joined(available_backends()) + ". Build with the CUDA toolkit and NCCL (see docs/gpu.md)");
+                          join(available_backends()) + ". Build with the CUDA toolkit and NCCL (see docs/gpu.md)");
       }
       if (device != DeviceKind::kCuda) {
         throw ConfigError(std::string("comm.backend 'nccl' needs comm.device 'cuda', but the device is '") +
@@ -136,7 +131,7 @@ std::unique_ptr<Communicator> make_communicator(const CommSetup& setup, const Mp
       break;
   }
   throw ConfigError(std::string("cannot build a communicator for backend '") + to_string(setup.backend) +
-                    "'; available backends: " + joined(available_backends()) +
+                    "'; available backends: " + join(available_backends()) +
                     " (resolve 'auto' with resolve_backend first)");
 }
 

@@ -8,6 +8,7 @@
 #include "runtime/log/json_writer.h"
 #include "runtime/log/log_format.h"
 #include "runtime/util/error.h"
+#include "runtime/util/strings.h"
 
 namespace dtrain {
 namespace {
@@ -68,8 +69,7 @@ void RunLogger::clear_bar() {
 
 void RunLogger::run_start(const RunInfo& info) {
   if (!is_root_) return;
-  std::string hosts;
-  for (const std::string& host : info.hosts) hosts += (hosts.empty() ? "" : ", ") + host;
+  const std::string hosts = join(info.hosts);
   out_ << "dtrain " << info.dtrain_version << " | workload " << info.workload << " | world size "
       << info.world_size << " on " << info.hosts.size() << (info.hosts.size() == 1 ? " host" : " hosts") << " ("
       << hosts << ") | backend " << info.backend << " | device " << info.device << " | threads per rank "

@@ -25,8 +25,15 @@ import sys
 import yaml
 
 PLATFORMS = ("gke", "usernetes", "openshift")
-GKE_ACCELERATORS = ("nvidia-tesla-k80", "nvidia-tesla-p4", "nvidia-tesla-p100", "nvidia-tesla-v100",
-                    "nvidia-tesla-t4", "nvidia-l4", "nvidia-tesla-a100", "nvidia-a100-80gb", "nvidia-h100-80gb")
+# GKE's accelerator names, with each GPU's CUDA compute capability.
+GKE_ACCELERATORS = {
+    "nvidia-tesla-k80": (3, 7), "nvidia-tesla-p4": (6, 1), "nvidia-tesla-p100": (6, 0),
+    "nvidia-tesla-v100": (7, 0), "nvidia-tesla-t4": (7, 5), "nvidia-l4": (8, 9), "nvidia-tesla-a100": (8, 0),
+    "nvidia-a100-80gb": (8, 0), "nvidia-h100-80gb": (9, 0),
+}
+# deploy/docker/Dockerfile.cuda's LibTorch (PyPI's torch 2.11, CUDA 13) has kernels for sm_75 and newer;
+# CUDA 13 dropped the older architectures.
+CUDA_IMAGE_MIN_CAPABILITY = (7, 5)
 HOME = "/home/dtrain"
 SSH_PORT = 2222
 # DNS-1035 label: the operator names pods <name>-launcher and <name>-worker-<i>.
@@ -86,6 +93,20 @@ def check(args):
         raise UsageError(f"job name '{name}' must be a DNS-1035 label (lower case letters, digits, '-') and "
                          f"'{longest_pod}' at most 63 characters")
     return name
+
+
+def warnings(args):
+    """What renders fine but may not run: said on stderr, the manifest is still printed."""
+    said = []
+    capability = GKE_ACCELERATORS.get(args.accelerator)
+    if capability and capability < CUDA_IMAGE_MIN_CAPABILITY:
+        major, minor = capability
+        need = "CUDA 12, whose builds still have sm_60 and sm_70 kernels" if capability >= (6, 0) else "CUDA 11"
+        said.append(f"{args.accelerator} is compute capability {major}.{minor}, but the CUDA image built from "
+                    f"deploy/docker/Dockerfile.cuda (torch 2.11, CUDA 13) has kernels for {CUDA_IMAGE_MIN_CAPABILITY[0]}."
+                    f"{CUDA_IMAGE_MIN_CAPABILITY[1]} and newer only; --image must hold a dtrain built against a LibTorch "
+                    f"built with {need} (docs/deploy.md)")
+    return said
 
 
 def security(platform):
@@ -210,6 +231,8 @@ def main(argv):
     except UsageError as e:
         print(f"render_mpijob: {e}", file=sys.stderr)
         return 2
+    for warning in warnings(args):
+        print(f"render_mpijob: warning: {warning}", file=sys.stderr)
     sys.stdout.write(to_yaml(job))
     return 0
 

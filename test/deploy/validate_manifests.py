@@ -200,6 +200,15 @@ def main():
         if errors or job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] != 16:
             fail("gke v100 x16", f"{len(errors)} schema errors")
 
+    # A GPU older than the CUDA image supports renders, with a warning on stderr; a supported one without.
+    for accelerator, warned in (("nvidia-tesla-v100", True), ("nvidia-tesla-p4", True), ("nvidia-tesla-t4", False),
+                                ("nvidia-h100-80gb", False)):
+        out = subprocess.run([sys.executable, RENDER, "--platform", "gke", "--workers", "2", "--accelerator",
+                              accelerator, "--image", "x"], capture_output=True, text=True)
+        said = "has kernels for 7.5 and newer only" in out.stderr
+        if out.returncode != 0 or not out.stdout.startswith("apiVersion:") or said != warned:
+            fail(f"gke {accelerator}", f"exit {out.returncode}, warning expected {warned}, stderr: {out.stderr!r}")
+
     # The checks themselves must catch mistakes: a misspelled field and a wrong -np.
     bad = render(["--platform", "gke", "--workers", "2", "--accelerator", "nvidia-l4", "--image", "x"])
     bad["spec"]["runPolicy"]["cleanpodpolicy"] = "All"

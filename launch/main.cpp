@@ -89,7 +89,7 @@ int run(int argc, char** argv, MpiSession& session) {
     if (session.is_root()) {
       if (cmd.show_help) std::cout << help_text();
       if (cmd.show_version) {
-        std::cout << "dtrain " << DTRAIN_VERSION << " (libtorch " << TORCH_VERSION << "; backends: " << join(available_backends())
+        std::cout << "dtrain " << DTRAIN_VERSION << " (" << libtorch_description() << "; backends: " << join(available_backends())
                   << "; devices: " << join(available_devices()) << ")\n";
       }
       if (cmd.list_workloads) print_workloads(registry);

@@ -16,6 +16,7 @@
 #if DTRAIN_WITH_CUDA_TORCH
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
 #endif
 
 namespace dtrain {
@@ -35,6 +36,15 @@ int visible_cuda_devices() {
 }
 
 }  // namespace
+
+std::string libtorch_description() {
+#if DTRAIN_WITH_CUDA_TORCH
+  return std::string("libtorch ") + TORCH_VERSION + " with CUDA " + std::to_string(CUDART_VERSION / 1000) + "." +
+         std::to_string(CUDART_VERSION % 1000 / 10);
+#else
+  return std::string("libtorch ") + TORCH_VERSION + ", CPU only";
+#endif
+}
 
 std::vector<std::string> available_backends() {
 #if DTRAIN_WITH_NCCL

@@ -16,6 +16,9 @@ namespace dtrain {
 // Backends compiled into this build, e.g. {"mpi", "nccl"}.
 std::vector<std::string> available_backends();
 
+// The LibTorch this build uses, e.g. "libtorch 2.11.0 with CUDA 13.0" or "libtorch 1.13.0, CPU only".
+std::string libtorch_description();
+
 // Devices usable by this process: "cpu", plus "cuda" when LibTorch has CUDA and a GPU is visible.
 std::vector<std::string> available_devices();
 

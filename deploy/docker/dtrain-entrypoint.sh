@@ -35,6 +35,12 @@ UsePAM no
 PermitRootLogin no
 AcceptEnv NCCL_* OMPI_* DTRAIN_*
 CONFIG
+    # Ranks start in ssh sessions, which do not inherit the image's environment. The library path matters:
+    # on GKE the GPU driver's libraries (libcuda) are mounted at /usr/local/nvidia/lib64, outside ld.so's
+    # cache, and reach dtrain only through LD_LIBRARY_PATH.
+    if [ -n "${LD_LIBRARY_PATH:-}" ]; then
+      echo "SetEnv LD_LIBRARY_PATH=$LD_LIBRARY_PATH" >>"$HOME/.sshd_config"
+    fi
     if [ "${DTRAIN_SSHD_CHECK:-0}" = 1 ]; then
       exec /usr/sbin/sshd -t -f "$HOME/.sshd_config"  # validate the configuration only
     fi
@@ -48,6 +54,8 @@ CONFIG
       # Worker pods are Ready before their DNS records always are; mpirun fails on the first miss.
       deadline=$(( $(date +%s) + wait_s ))
       for host in $(awk '!/^#/ && NF {print $1}' "$hostfile"); do
+        case "$host" in *[!0-9.]*) ;; *) continue ;; esac  # an IPv4 address needs no resolving
+        case "$host" in *:*) continue ;; esac             # nor does an IPv6 one
         until getent hosts "$host" >/dev/null; do
           if [ "$(date +%s)" -ge "$deadline" ]; then
             echo "dtrain-entrypoint: worker host '$host' from $hostfile did not resolve within ${wait_s} s" >&2

@@ -3,10 +3,11 @@
 # base image is made with debootstrap from the machine's own apt mirror, then deploy/docker/Dockerfile.<kind>
 # is built on it (chroot isolation, vfs storage: works unprivileged-container-in-VM as on CI machines).
 #
-#   bash scripts/build_image.sh cpu [--with-data] [--tag dtrain:cpu]
+#   bash scripts/build_image.sh cpu|cuda [--with-data] [--tag dtrain:cpu]
 #
 # Prints the image's size at the end. Environment: STORAGE_DRIVER (default vfs), BASE_IMAGE (skip debootstrap
-# and build on this image instead, e.g. docker.io/library/debian:bookworm where a registry is reachable).
+# and build on this image instead, e.g. docker.io/library/debian:bookworm where a registry is reachable),
+# PIP_CERT (the CA bundle pip trusts inside the build; default: the host's system bundle).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kind=${1:-cpu}
@@ -52,6 +53,10 @@ if [ -z "${BASE_IMAGE:-}" ] && ! buildah inspect --type image "$base" >/dev/null
   rm -f "$rootfs.tar"
 fi
 
+# The CA bundle the host trusts, for steps that download (pip in the CUDA image): a build secret, never a layer.
+ca=${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}
+secret=()
+[ -s "$ca" ] && secret=(--secret "id=pip-ca,src=$ca")
 buildah bud --isolation chroot --layers=false --build-arg BASE="$base" --build-arg WITH_DATA="$with_data" \
-  -f "deploy/docker/Dockerfile.$kind" -t "$tag" .
+  "${secret[@]}" -f "deploy/docker/Dockerfile.$kind" -t "$tag" .
 buildah images --format '{{.Name}}:{{.Tag}} {{.Size}}' "$tag"

@@ -20,17 +20,17 @@ shift 2
 dirs=("$site/torch/lib" "$site"/nvidia/*/lib)
 LD_LIBRARY_PATH=$(IFS=:; echo "${dirs[*]}")
 export LD_LIBRARY_PATH
-roots=("$@" "$site/torch/lib/libtorch_cuda_linalg.so")
-if missing=$(ldd "${roots[@]}" | grep 'not found'); then
+closure=$(ldd "$@" "$site/torch/lib/libtorch_cuda_linalg.so")
+if grep -q 'not found' <<<"$closure"; then
   echo "collect-cuda-libs: unresolved libraries:" >&2
-  echo "$missing" >&2
+  grep 'not found' <<<"$closure" >&2
   exit 1
 fi
 
 shopt -s nullglob
 mkdir -p "$dest"
 {
-  ldd "${roots[@]}" | awk -v site="$site/" 'index($3, site) == 1 {print $3}'
+  awk -v site="$site/" 'index($3, site) == 1 {print $3}' <<<"$closure"
   printf '%s\n' "$site/torch/lib/libtorch_cuda_linalg.so" "$site/torch/lib/libcaffe2_nvrtc.so" \
     "$site"/nvidia/cudnn/lib/libcudnn*.so.[0-9]* \
     "$site"/nvidia/*/lib/libnvrtc.so.[0-9]* "$site"/nvidia/*/lib/libnvrtc-builtins.so.[0-9]*

@@ -95,7 +95,7 @@ def check(args):
     return name
 
 
-def warnings(args):
+def compatibility_warnings(args):
     """What renders fine but may not run: said on stderr, the manifest is still printed."""
     said = []
     capability = GKE_ACCELERATORS.get(args.accelerator)
@@ -231,7 +231,7 @@ def main(argv):
     except UsageError as e:
         print(f"render_mpijob: {e}", file=sys.stderr)
         return 2
-    for warning in warnings(args):
+    for warning in compatibility_warnings(args):
         print(f"render_mpijob: warning: {warning}", file=sys.stderr)
     sys.stdout.write(to_yaml(job))
     return 0

@@ -82,6 +82,10 @@ std::string format_double(double value) {
 template <class T>
 using Ref = T& (*)(TrainConfig&);
 
+// Upper bound of counts (epochs, batch sizes, steps): 2^30 is far beyond any real run, and a product of
+// such a count with a world size or another count (up to 2^30 as well) still fits int64.
+constexpr int64_t kMaxCount = int64_t{1} << 30;
+
 ConfigField make_field(std::string key, std::string flag, std::string help, std::string value_hint,
                        bool is_bool = false) {
   ConfigField field;
@@ -186,12 +190,12 @@ std::vector<ConfigField> build_fields() {
   f.back().value_hint = "NAME";
 
   f.push_back(int_field("train.epochs", "epochs", "number of epochs",
-                        [](TrainConfig& c) -> int64_t& { return c.train.epochs; }, 1));
+                        [](TrainConfig& c) -> int64_t& { return c.train.epochs; }, 1, kMaxCount));
   f.push_back(int_field("train.batch_size", "batch-size",
                         "samples per step on EACH rank (global batch = batch-size x ranks)",
-                        [](TrainConfig& c) -> int64_t& { return c.train.batch_size; }, 1));
+                        [](TrainConfig& c) -> int64_t& { return c.train.batch_size; }, 1, kMaxCount));
   f.push_back(int_field("train.eval_batch_size", "eval-batch-size", "samples per evaluation step on each rank",
-                        [](TrainConfig& c) -> int64_t& { return c.train.eval_batch_size; }, 1));
+                        [](TrainConfig& c) -> int64_t& { return c.train.eval_batch_size; }, 1, kMaxCount));
   f.push_back(enum_field<OptimizerKind>("train.optimizer", "optimizer", "optimizer",
                                         [](TrainConfig& c) -> OptimizerKind& { return c.train.optimizer; },
                                         {OptimizerKind::kAdadelta, OptimizerKind::kSgd}));
@@ -202,11 +206,11 @@ std::vector<ConfigField> build_fields() {
   f.push_back(float_field("train.lr_gamma", "lr-gamma", "learning-rate decay factor (StepLR gamma)",
                           [](TrainConfig& c) -> double& { return c.train.lr_gamma; }, 0.0, false, 1.0));
   f.push_back(int_field("train.lr_step_epochs", "lr-step-epochs", "epochs between learning-rate decays",
-                        [](TrainConfig& c) -> int64_t& { return c.train.lr_step_epochs; }, 1));
+                        [](TrainConfig& c) -> int64_t& { return c.train.lr_step_epochs; }, 1, kMaxCount));
   f.push_back(int_field("train.seed", "seed", "seed for initialisation, shuffling, dropout and synthetic data",
                         [](TrainConfig& c) -> int64_t& { return c.train.seed; }, 0));
   f.push_back(int_field("train.max_steps", "max-steps", "stop each epoch after this many steps per rank (0 = no limit)",
-                        [](TrainConfig& c) -> int64_t& { return c.train.max_steps; }, 0));
+                        [](TrainConfig& c) -> int64_t& { return c.train.max_steps; }, 0, kMaxCount));
   f.push_back(int_field("train.accumulate", "accumulate",
                         "backward passes per optimizer step (gradient accumulation; only the last communicates)",
                         [](TrainConfig& c) -> int64_t& { return c.train.accumulate; }, 1, 1024));
@@ -234,7 +238,7 @@ std::vector<ConfigField> build_fields() {
                           [](TrainConfig& c) -> double& { return c.comm.first_bucket_mb; }, 0.0, false, 4096.0));
   f.push_back(float_field("comm.timeout_s", "comm-timeout-s",
                           "seconds a collective may take before the run fails instead of hanging",
-                          [](TrainConfig& c) -> double& { return c.comm.timeout_s; }, 0.0, false));
+                          [](TrainConfig& c) -> double& { return c.comm.timeout_s; }, 0.0, false, 1e6));
   f.push_back(enum_field<Compression>("comm.compress", "compress", "send fp32 gradient buckets as bf16 (half the bytes)",
                                       [](TrainConfig& c) -> Compression& { return c.comm.compress; },
                                       {Compression::kNone, Compression::kBf16}));
@@ -245,7 +249,7 @@ std::vector<ConfigField> build_fields() {
                                     [](TrainConfig& c) -> LogFormat& { return c.log.format; },
                                     {LogFormat::kKatib, LogFormat::kPytorch}));
   f.push_back(int_field("log.interval", "log-interval", "steps between training progress lines (0 = none)",
-                        [](TrainConfig& c) -> int64_t& { return c.log.interval; }, 0));
+                        [](TrainConfig& c) -> int64_t& { return c.log.interval; }, 0, kMaxCount));
   f.push_back(bool_field("log.progress_bar", "progress-bar", "draw a progress bar when stderr is a terminal",
                          [](TrainConfig& c) -> bool& { return c.log.progress_bar; }));
 
@@ -254,7 +258,7 @@ std::vector<ConfigField> build_fields() {
   f.push_back(bool_field("checkpoint.resume", "resume", "continue from the newest checkpoint in checkpoint.dir",
                          [](TrainConfig& c) -> bool& { return c.checkpoint.resume; }));
   f.push_back(int_field("checkpoint.keep", "checkpoint-keep", "newest checkpoints to keep (0 = all)",
-                        [](TrainConfig& c) -> int64_t& { return c.checkpoint.keep; }, 0));
+                        [](TrainConfig& c) -> int64_t& { return c.checkpoint.keep; }, 0, kMaxCount));
   f.push_back(bool_field("checkpoint.enabled", "checkpoint", "write a checkpoint at the end of each epoch",
                          [](TrainConfig& c) -> bool& { return c.checkpoint.enabled; }));
   return f;

@@ -2,7 +2,11 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "runtime/config/config_fields.h"
@@ -19,24 +23,34 @@ std::string known_keys_under(const std::string& prefix) {
   return keys;
 }
 
+const char* kind_of(const YAML::Node& node) {
+  return node.IsMap() ? "mapping" : node.IsSequence() ? "list" : node.IsNull() ? "null" : "value";
+}
+
 void apply_node(const YAML::Node& node, const std::string& prefix, const std::string& origin, TrainConfig& config,
-                ConfigSources& sources) {
+                ConfigSources& sources, std::set<std::string>& seen) {
+  const std::string section = prefix.empty() ? "" : prefix.substr(0, prefix.size() - 1);
   for (const auto& entry : node) {
-    const std::string key = prefix + entry.first.as<std::string>();
+    if (!entry.first.IsScalar()) {
+      throw ConfigError(origin + ": a " + std::string(kind_of(entry.first)) + " is used as a key" +
+                        (section.empty() ? "" : " in '" + section + "'") +
+                        "; keys are plain names, as in 'train: {epochs: 3}'");
+    }
+    const std::string key = prefix + entry.first.Scalar();
+    if (!seen.insert(key).second) throw ConfigError(origin + ": " + key + " is set twice; keep one");
     const YAML::Node& value = entry.second;
     const ConfigField* field = find_config_field(key);
     if (field == nullptr) {
       if (value.IsMap() && !known_keys_under(key + ".").empty()) {
-        apply_node(value, key + ".", origin, config, sources);
+        apply_node(value, key + ".", origin, config, sources, seen);
         continue;
       }
-      const std::string section = prefix.empty() ? "" : prefix.substr(0, prefix.size() - 1);
       throw ConfigError(origin + ": unknown key '" + key + "'; known keys" +
                         (section.empty() ? "" : " in '" + section + "'") + ": " + known_keys_under(prefix));
     }
     if (!value.IsScalar()) {
       throw ConfigError(origin + ": " + key + " must be a single value (" + field->value_hint + "), got a " +
-                        (value.IsMap() ? "mapping" : value.IsSequence() ? "list" : "null"));
+                        kind_of(value));
     }
     field->parse(config, value.Scalar(), origin);
     sources[key] = origin;
@@ -54,15 +68,27 @@ void apply_yaml_text(const std::string& yaml_text, const std::string& origin, Tr
     throw ConfigError(origin + ": not valid YAML: " + e.what());
   }
   if (root.IsNull()) return;  // an empty file changes nothing
-  if (!root.IsMap()) throw ConfigError(origin + ": expected a mapping of keys at the top level");
-  apply_node(root, "", origin, config, sources);
+  if (!root.IsMap()) {
+    throw ConfigError(origin + ": expected a mapping of keys at the top level (such as 'train: {epochs: 3}'), got a " +
+                      kind_of(root));
+  }
+  std::set<std::string> seen;
+  apply_node(root, "", origin, config, sources, seen);
 }
 
 void apply_yaml_file(const std::string& path, TrainConfig& config, ConfigSources& sources) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw ConfigError("--config '" + path + "' is a directory; expected a YAML file");
+  }
+  errno = 0;
   std::ifstream in(path);
-  if (!in) throw ConfigError("cannot read config file '" + path + "': no such file or not readable");
+  if (!in) {
+    throw ConfigError("cannot read config file '" + path + "': " + (errno != 0 ? std::strerror(errno) : "not readable"));
+  }
   std::ostringstream text;
   text << in.rdbuf();
+  if (in.bad()) throw ConfigError("cannot read config file '" + path + "': read error");
   apply_yaml_text(text.str(), path, config, sources);
 }
 

@@ -4,6 +4,7 @@
 #include <zlib.h>
 
 #include <array>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -58,8 +59,9 @@ at::Tensor read_idx_file(const std::string& path, int expected_dims) {
                     std::to_string(expected_dims));
   }
   if (bytes[2] != 0x08) {
-    throw DataError("IDX file '" + path + "' has element type 0x" + std::to_string(bytes[2]) +
-                    ", expected 0x08 (unsigned byte)");
+    char type[8];
+    std::snprintf(type, sizeof type, "0x%02x", bytes[2]);
+    throw DataError("IDX file '" + path + "' has element type " + type + ", expected 0x08 (unsigned byte)");
   }
   const int dims = bytes[3];
   if (dims != expected_dims) {
@@ -76,7 +78,9 @@ at::Tensor read_idx_file(const std::string& path, int expected_dims) {
   for (int d = 0; d < dims; ++d) {
     const uint32_t extent = big_endian_u32(bytes.data() + 4 + 4 * d);
     shape.push_back(extent);
-    payload *= extent;
+    if (__builtin_mul_overflow(payload, size_t{extent}, &payload)) {
+      throw DataError("IDX file '" + path + "' has a header whose dimensions multiply beyond any file size");
+    }
   }
   const size_t actual = bytes.size() - header;
   if (actual != payload) {

@@ -57,7 +57,7 @@ expect_error() {  # expect_error STATUS "MESSAGE" ARGS...
     fail "expected exit $status and one '$message', got exit $rc:"; cat err.txt err.out
   fi
 }
-expect_error 2 "--batch-size (train.batch_size) must be an integer >= 1, got '-4'" --batch-size -4
+expect_error 2 "--batch-size (train.batch_size) must be an integer in [1, 1073741824], got '-4'" --batch-size -4
 expect_error 2 "unknown workload 'mnsit'; available: mnist" --workload mnsit
 expect_error 2 "bogus" --bogus 1
 version=$("$dtrain" --version)

@@ -1,5 +1,6 @@
 #include "test/support/catch.h"
 
+#include <filesystem>
 #include <fstream>
 #include <vector>
 
@@ -89,10 +90,10 @@ TEST_CASE("boolean flags work bare and with =false", "[config]") {
 
 TEST_CASE("config errors name the key, the bad value and what was expected", "[config]") {
   CHECK_THAT(error_of([] { from_yaml("train:\n  batch_size: -4\n"); }),
-             Contains("run.yaml: train.batch_size must be an integer >= 1, got '-4'"));
+             Contains("run.yaml: train.batch_size must be an integer in [1, 1073741824], got '-4'"));
   CHECK_THAT(error_of([] { parse({"--batch-size", "0"}); }),
-             Contains("--batch-size (train.batch_size) must be an integer >= 1, got '0'"));
-  CHECK_THAT(error_of([] { parse({"--epochs", "two"}); }), Contains("--epochs (train.epochs) must be an integer >= 1, got 'two'"));
+             Contains("--batch-size (train.batch_size) must be an integer in [1, 1073741824], got '0'"));
+  CHECK_THAT(error_of([] { parse({"--epochs", "two"}); }), Contains("--epochs (train.epochs) must be an integer in [1, 1073741824], got 'two'"));
   CHECK_THAT(error_of([] { parse({"--epochs", "3.5"}); }), Contains("got '3.5'"));
   CHECK_THAT(error_of([] { parse({"--lr", "0"}); }), Contains("--lr (train.lr) must be a number > 0, got '0'"));
   CHECK_THAT(error_of([] { parse({"--lr", "nan"}); }), Contains("got 'nan'"));
@@ -121,6 +122,27 @@ TEST_CASE("unknown keys, flags and stray arguments are rejected", "[config]") {
   CHECK_THAT(error_of([] { parse({"--config", "/nonexistent/run.yaml"}); }),
              Contains("cannot read config file '/nonexistent/run.yaml'"));
   CHECK(from_yaml("").train.epochs == TrainConfig{}.train.epochs);
+}
+
+TEST_CASE("counts are bounded so that products with the world size cannot overflow", "[config]") {
+  CHECK_THAT(error_of([] { parse({"--batch-size", "9223372036854775807"}); }),
+             Contains("--batch-size (train.batch_size) must be an integer in [1, 1073741824], got '9223372036854775807'"));
+  CHECK_THAT(error_of([] { parse({"--batch-size", "99999999999999999999"}); }), Contains("got '99999999999999999999'"));
+  CHECK_THAT(error_of([] { parse({"--epochs", "1073741825"}); }), Contains("an integer in [1, 1073741824]"));
+  CHECK_THAT(error_of([] { parse({"--comm-timeout-s", "1e300"}); }), Contains("<= 1000000"));
+  CHECK(parse({"--batch-size", "1073741824"}).config.train.batch_size == 1073741824);
+}
+
+TEST_CASE("malformed YAML structure is a plain sentence, not a parser type error", "[config]") {
+  CHECK_THAT(error_of([] { from_yaml("? [a, b]\n: 1\n"); }),
+             Contains("run.yaml: a list is used as a key; keys are plain names"));
+  CHECK_THAT(error_of([] { from_yaml("train:\n  ? {x: 1}\n  : 2\n"); }), Contains("a mapping is used as a key in 'train'"));
+  CHECK_THAT(error_of([] { from_yaml("train:\n  epochs: 2\n  epochs: 3\n"); }),
+             Contains("run.yaml: train.epochs is set twice"));
+  CHECK_THAT(error_of([] { from_yaml("42\n"); }), Contains("expected a mapping of keys at the top level"));
+  test::TempDir dir;
+  CHECK_THAT(error_of([&] { parse({"--config", dir.path()}); }),
+             Contains("--config '" + dir.path() + "' is a directory; expected a YAML file"));
 }
 
 TEST_CASE("cross-field rules name both keys and their sources", "[config]") {

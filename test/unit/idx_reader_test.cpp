@@ -86,7 +86,10 @@ TEST_CASE("broken IDX files are errors naming the file and the problem", "[data]
   CHECK_THAT(error_of(path, 3), Contains("is not an IDX file: magic number 0x1f000803, expected 0x00000803"));
 
   write_plain(path, idx_bytes({10}, 10, 0x0d));
-  CHECK_THAT(error_of(path, 1), Contains("element type"));
+  CHECK_THAT(error_of(path, 1), Contains("has element type 0x0d, expected 0x08 (unsigned byte)"));
+
+  write_plain(path, idx_bytes({0xffffffff, 0xffffffff, 0xffffffff}, 4));
+  CHECK_THAT(error_of(path, 3), Contains("dimensions multiply beyond any file size"));
 
   write_plain(path, idx_bytes({10}, 10));
   CHECK_THAT(error_of(path, 3), Contains("has 1 dimensions, expected 3"));

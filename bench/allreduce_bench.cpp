@@ -13,7 +13,6 @@
 #include <cstdlib>
 #include <functional>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -21,6 +20,7 @@
 #include "runtime/bootstrap/mpi_session.h"
 #include "runtime/comm/make_communicator.h"
 #include "runtime/log/json_writer.h"
+#include "runtime/util/file_io.h"
 #include "runtime/util/error.h"
 #include "runtime/util/timer.h"
 
@@ -166,8 +166,8 @@ int run(int argc, char** argv, MpiSession& session) {
   CommSetup setup;
   setup.backend = backend;
   if (device == DeviceKind::kCuda) setup.cuda_device = select_cuda_device(session, backend);
-  CommOptions comm_options;
-  std::unique_ptr<Communicator> comm = make_communicator(setup, session, comm_options);
+  setup.wait.timeout_s = CommOptions{}.timeout_s;
+  std::unique_ptr<Communicator> comm = make_communicator(setup, session);
   std::unique_ptr<RawAllreduce> raw = make_raw_allreduce(backend, session, setup.cuda_device);
   const at::TensorOptions options =
       device == DeviceKind::kCuda ? at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, setup.cuda_device)
@@ -221,9 +221,7 @@ int run(int argc, char** argv, MpiSession& session) {
     }
     rows << "]";
     json.add_raw("results", rows.str());
-    std::ofstream out(o.json_path);
-    out << json.str() << "\n";
-    if (!out) throw DataError("cannot write " + o.json_path);
+    write_file_atomically(o.json_path, json.str() + "\n");
   }
   if (!all_correct) {
     if (session.is_root()) std::fprintf(stderr, "allreduce results were WRONG for at least one size\n");

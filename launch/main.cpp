@@ -1,16 +1,19 @@
 // The dtrain binary: reads the configuration, bootstraps MPI, picks the concrete communicator, reducer
-// and workload, and hands them to the trainer. Errors before training are agreed across ranks so that
-// every rank exits with the same message; later errors abort the whole job instead of hanging it.
+// and workload, and hands them to the trainer. Errors that every rank meets at the same point are
+// agreed and printed once, and every rank exits with the same status; any other error is recorded in the
+// run log and ends the whole job (MPI_Abort), so no rank is left waiting. docs/failures.md has the rules.
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 #include <torch/version.h>
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <iostream>
 #include <memory>
 #include <thread>
 
+#include "runtime/bootstrap/heartbeat.h"
 #include "runtime/bootstrap/mpi_session.h"
 #include "runtime/comm/make_communicator.h"
 #include "runtime/config/config_cli.h"
@@ -19,6 +22,7 @@
 #include "runtime/log/run_logger.h"
 #include "runtime/reduce/bucketed_reducer.h"
 #include "runtime/train/trainer.h"
+#include "runtime/util/activity.h"
 #include "runtime/util/error.h"
 #include "runtime/util/strings.h"
 #include "workloads/registry.h"
@@ -26,19 +30,16 @@
 namespace dtrain {
 namespace {
 
-constexpr int kExitFailure = 1;
-constexpr int kExitConfigError = 2;
-
-// Runs `body` and returns its error message ("" on success), so that ranks can agree on it.
-std::string error_of(const std::function<void()>& body) {
+// Runs `body`; its exception, if any, as a Failure with the exit status of the error's kind.
+Failure failure_of(const std::function<void()>& body) {
   try {
     body();
   } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
+    return Failure{kExitFailure, e.what_without_backtrace()};
   } catch (const std::exception& e) {
-    return e.what();
+    return Failure{exit_code_of(e), e.what()};
   }
-  return "";
+  return Failure{};
 }
 
 int threads_per_rank(const TrainConfig& config, const MpiSession& session) {
@@ -60,58 +61,96 @@ void print_workloads(const WorkloadRegistry& registry) {
   for (const std::string& name : registry.names()) std::cout << name << "\t" << registry.description(name) << "\n";
 }
 
-int run(int argc, char** argv, MpiSession& session) {
+// The part of a run that failure reports need: where each rank is, the heartbeat that names stuck
+// ranks, and rank 0's run log. Members are declared in the order they may be destroyed in reverse.
+class Job final {
+ public:
+  explicit Job(MpiSession& session) : session_(session) {}
+
+  int run(int argc, char** argv);
+
+  // Ends the job for an error that this rank met alone: rank 0 records it in the run log, another rank
+  // hands it to rank 0 over the heartbeat first; then MPI_Abort, so peers inside a collective do not wait
+  // for this rank until their timeout. Returns (with the exit status) only in a single-process run.
+  int fail_alone(const std::string& message, int exit_code);
+
+ private:
+  // An error that every rank met at the same point: printed once, recorded once, and every rank exits
+  // with the same status after a clean goodbye.
+  int fail_together(const Failure& failure);
+  int train(const CommandLine& cmd, const Workload& workload, BackendKind backend, DeviceKind device, int cuda_device);
+  void start_heartbeat(double timeout_s);
+  void stop_heartbeat();
+  void warn(const std::string& message);
+
+  MpiSession& session_;
+  Activity activity_;
+  std::unique_ptr<RunLogger> logger_;
+  std::atomic<RunLogger*> log_sink_{nullptr};  // logger_ once it exists; read by the heartbeat thread
+  std::unique_ptr<Heartbeat> heartbeat_;
+};
+
+int Job::run(int argc, char** argv) {
   WorkloadRegistry registry;
   register_builtin_workloads(registry);
-  const double startup_timeout_s = CommOptions{}.timeout_s;
 
   CommandLine cmd;
   std::unique_ptr<Workload> workload;
   BackendKind backend = BackendKind::kMpi;
   DeviceKind device = DeviceKind::kCpu;
   int cuda_device = -1;
-  std::string error = error_of([&] {
+  Failure failure = failure_of([&] {
     cmd = parse_command_line(argc, argv);
     validate_config(cmd.config, cmd.sources);
-    if (cmd.show_help || cmd.show_version || cmd.list_workloads) return;
+    if (cmd.show_help || cmd.show_version || cmd.list_workloads || cmd.print_config) return;
     workload = registry.create(cmd.config.workload);
     device = resolve_device(cmd.config.comm.device);
     backend = resolve_backend(cmd.config.comm.backend, device);
     validate_for_device(cmd.config, device, cmd.sources);
-    if (device == DeviceKind::kCuda) cuda_device = select_cuda_device(session, backend);
+    if (device == DeviceKind::kCuda) cuda_device = select_cuda_device(session_, backend);
+    if (session_.is_root()) validate_output_dirs(cmd.config, cmd.sources);
   });
-  error = session.first_error(error, startup_timeout_s);
-  if (!error.empty()) {
-    if (session.is_root()) std::cerr << "dtrain: error: " << error << std::endl;
-    return kExitConfigError;
+  // Before the configuration is known, the default timeout bounds the agreement.
+  failure = session_.first_error(failure, WaitOptions{CommOptions{}.timeout_s, &activity_, {}});
+  if (failure.failed()) {
+    if (session_.is_root()) std::cerr << "dtrain: error: " << failure.message << std::endl;
+    return failure.exit_code;
   }
   if (cmd.show_help || cmd.show_version || cmd.list_workloads || cmd.print_config) {
-    if (session.is_root()) {
+    if (session_.is_root()) {
       if (cmd.show_help) std::cout << help_text();
       if (cmd.show_version) {
-        std::cout << "dtrain " << DTRAIN_VERSION << " (" << libtorch_description() << "; backends: " << join(available_backends())
-                  << "; devices: " << join(available_devices()) << ")\n";
+        std::cout << "dtrain " << DTRAIN_VERSION << " (" << libtorch_description() << "; backends: "
+                  << join(available_backends()) << "; devices: " << join(available_devices()) << ")\n";
       }
       if (cmd.list_workloads) print_workloads(registry);
       if (cmd.print_config) std::cout << to_yaml(cmd.config);
       std::cout << std::flush;
+      if (!std::cout) {
+        std::cerr << "dtrain: error: cannot write to standard output" << std::endl;
+        return kExitIo;
+      }
     }
-    return 0;
+    return kExitSuccess;
   }
+  return train(cmd, *workload, backend, device, cuda_device);
+}
 
+int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind backend, DeviceKind device,
+               int cuda_device) {
   const TrainConfig& config = cmd.config;
-  const int threads = threads_per_rank(config, session);
+  const int threads = threads_per_rank(config, session_);
   at::set_num_threads(threads);
   at::set_num_interop_threads(1);
+  start_heartbeat(config.comm.timeout_s);
 
+  WaitOptions wait{config.comm.timeout_s, &activity_, [this] { return heartbeat_ ? heartbeat_->diagnose() : ""; }};
   CommSetup setup;
   setup.backend = backend;
   setup.cuda_device = cuda_device;
-  setup.on_fatal = [&session](const std::string& message) {
-    std::cerr << message << std::endl;
-    session.abort(kExitFailure);
-  };
-  std::unique_ptr<Communicator> comm = make_communicator(setup, session, config.comm);
+  setup.wait = wait;
+  setup.on_fatal = [this](const std::string& message) { fail_alone(message, kExitComm); };
+  std::unique_ptr<Communicator> comm = make_communicator(setup, session_);
   ReducerOptions reducer_options;
   reducer_options.buckets = BucketOptions{static_cast<size_t>(config.comm.bucket_mb * (1 << 20)),
                                           static_cast<size_t>(config.comm.first_bucket_mb * (1 << 20))};
@@ -125,32 +164,97 @@ int run(int argc, char** argv, MpiSession& session) {
                                          ? c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(cuda_device))
                                          : c10::Device(c10::DeviceType::CPU);
 
-  std::unique_ptr<RunLogger> logger;
+  // Building the trainer loads the data; restoring reads the checkpoint. Both fail the same way on every
+  // rank (or on one, whose error the others adopt), so the ranks agree and exit together.
   std::unique_ptr<Trainer> trainer;
-  error = error_of([&] {
-    logger = std::make_unique<RunLogger>(config.log, session.is_root(), config.workload);
-    trainer = std::make_unique<Trainer>(config, *workload, *comm, *logger, make_reducer, compute_device);
+  Failure failure = failure_of([&] {
+    logger_ = std::make_unique<RunLogger>(config.log, session_.is_root(), config.workload);
+    log_sink_.store(logger_.get());
+    trainer = std::make_unique<Trainer>(config, workload, *comm, *logger_, make_reducer, compute_device, &activity_);
   });
-  error = session.first_error(error, config.comm.timeout_s);
-  if (!error.empty()) {
-    if (session.is_root()) std::cerr << "dtrain: error: " << error << std::endl;
-    return kExitFailure;
-  }
+  failure = session_.first_error(failure, wait);
+  if (!failure.failed()) failure = session_.first_error(failure_of([&] { trainer->restore(); }), wait);
+  if (failure.failed()) return fail_together(failure);
 
   RunInfo info;
   info.workload = config.workload;
   info.config_yaml = to_yaml(config);
-  info.world_size = session.world_size();
-  info.hosts = session.unique_hosts();
-  info.ranks_per_host = ranks_per_host(session);
+  info.world_size = session_.world_size();
+  info.hosts = session_.unique_hosts();
+  info.ranks_per_host = ranks_per_host(session_);
   info.backend = comm->backend_name();
   info.device = compute_device.str();
   info.threads_per_rank = threads;
   info.torch_version = TORCH_VERSION;
-  info.mpi_version = session.mpi_library_version();
+  info.mpi_version = session_.mpi_library_version();
   info.dtrain_version = DTRAIN_VERSION;
-  trainer->run(std::move(info));
-  return 0;
+  try {
+    trainer->run(std::move(info));
+  } catch (const NonFiniteError& e) {
+    // Decided from values reduced over all ranks: every rank stops at the same step with this error.
+    return fail_together(Failure{kExitNonFinite, e.what()});
+  }
+  stop_heartbeat();
+  return kExitSuccess;
+}
+
+void Job::start_heartbeat(double timeout_s) {
+  if (session_.world_size() == 1) return;
+  if (!session_.has_thread_multiple()) {
+    if (session_.is_root()) {
+      std::cerr << "dtrain: note: this MPI provides no MPI_THREAD_MULTIPLE, so no heartbeat runs: a stuck rank "
+                   "still fails the job after comm.timeout_s, but cannot be named"
+                << std::endl;
+    }
+    return;
+  }
+  HeartbeatCallbacks callbacks;
+  callbacks.on_warning = [this](const std::string& message) { warn(message); };
+  callbacks.on_peer_fatal = [this](int rank, const std::string& message, const ActivitySnapshot& where) {
+    if (RunLogger* logger = log_sink_.load()) logger->error(message, rank, where);
+  };
+  heartbeat_ = std::make_unique<Heartbeat>(session_, activity_, heartbeat_options_for(timeout_s), std::move(callbacks));
+}
+
+void Job::stop_heartbeat() {
+  if (!heartbeat_) return;
+  const Failure failure = failure_of([&] { heartbeat_->stop(); });
+  if (failure.failed()) fail_alone(failure.message, kExitComm);
+}
+
+void Job::warn(const std::string& message) {
+  if (session_.is_root()) {
+    if (RunLogger* logger = log_sink_.load()) {
+      logger->warning(message);
+      return;
+    }
+    std::cerr << "dtrain: warning: " << message << std::endl;
+  } else {
+    std::cerr << session_.rank_prefix() << "dtrain: warning: " << message << std::endl;
+  }
+}
+
+int Job::fail_together(const Failure& failure) {
+  if (session_.is_root()) {
+    std::cerr << "dtrain: error: " << failure.message << std::endl;
+    if (RunLogger* logger = log_sink_.load()) logger->error(failure.message, 0, activity_.snapshot());
+  }
+  stop_heartbeat();
+  return failure.exit_code;
+}
+
+int Job::fail_alone(const std::string& message, int exit_code) {
+  const std::string text = message.rfind("[rank ", 0) == 0 || session_.world_size() == 1
+                               ? message
+                               : session_.rank_prefix() + message;
+  std::cerr << "dtrain: error: " << text << std::endl;
+  if (session_.is_root()) {
+    if (RunLogger* logger = log_sink_.load()) logger->error(message, 0, activity_.snapshot());
+  } else if (heartbeat_) {
+    heartbeat_->report_fatal(message);
+  }
+  if (session_.world_size() > 1) session_.abort(exit_code);
+  return exit_code;
 }
 
 }  // namespace
@@ -162,20 +266,18 @@ int main(int argc, char** argv) {
     session = std::make_unique<dtrain::MpiSession>(&argc, &argv);
   } catch (const std::exception& e) {
     std::cerr << "dtrain: cannot start MPI: " << e.what() << std::endl;
-    return dtrain::kExitFailure;
+    return dtrain::kExitComm;
   }
-  std::string error;
+  dtrain::Job job(*session);
+  dtrain::Failure failure;
   try {
-    return dtrain::run(argc, argv, *session);
+    return job.run(argc, argv);
   } catch (const c10::Error& e) {
-    error = e.what_without_backtrace();
+    failure = dtrain::Failure{dtrain::kExitFailure, e.what_without_backtrace()};
   } catch (const std::exception& e) {
-    error = e.what();
+    failure = dtrain::Failure{dtrain::exit_code_of(e), e.what()};
   }
   // Past the agreed start-up, ranks may be inside different collectives: end the whole job rather than
   // leave the healthy ranks waiting for this one.
-  const std::string prefix = error.rfind("[rank ", 0) == 0 ? "" : session->rank_prefix();
-  std::cerr << prefix << "dtrain: error: " << error << std::endl;
-  if (session->world_size() > 1) session->abort(dtrain::kExitFailure);
-  return dtrain::kExitFailure;
+  return job.fail_alone(failure.message, failure.exit_code);
 }

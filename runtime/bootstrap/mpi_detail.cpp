@@ -28,8 +28,9 @@ std::string mpi_rank_prefix() {
   return "[rank " + std::to_string(rank) + "/" + std::to_string(size) + "] ";
 }
 
-void wait_mpi_request(MPI_Request* request, double timeout_s, const std::string& what) {
+void wait_mpi_request(MPI_Request* request, const WaitOptions& wait, const std::string& what) {
   Stopwatch watch;
+  WaitScope scope(wait.activity, what);
   // MPI_Test drives progress like MPI_Wait does; checking the clock every few thousand polls keeps the
   // timeout from adding measurable latency to small collectives.
   for (unsigned polls = 1;; ++polls) {
@@ -37,10 +38,11 @@ void wait_mpi_request(MPI_Request* request, double timeout_s, const std::string&
     DTRAIN_MPI_CHECK(MPI_Test(request, &done, MPI_STATUS_IGNORE));
     if (done) return;
     if (polls % 4096 == 0) {
-      if (watch.elapsed_s() > timeout_s) {
+      if (watch.elapsed_s() > wait.timeout_s) {
         std::ostringstream os;
-        os << mpi_rank_prefix() << what << " did not complete within " << timeout_s
-           << " s (comm.timeout_s); a peer rank is dead, stuck or far behind";
+        os << mpi_rank_prefix() << what << " did not complete within " << wait.timeout_s << " s (comm.timeout_s)";
+        const std::string peers = wait.explain_stall ? wait.explain_stall() : "";
+        os << "; " << (peers.empty() ? "a peer rank is dead, stuck or far behind" : peers);
         throw CommError(os.str());
       }
       // With more ranks than cores, give the core to a peer that still has to reach the collective.

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "runtime/bootstrap/wait_options.h"
 #include "runtime/util/check.h"
 
 namespace dtrain::detail {
@@ -13,9 +14,10 @@ namespace dtrain::detail {
 std::string mpi_error_string(int code);
 std::string mpi_rank_prefix();  // "[rank r/n] ", safe to call whenever MPI is initialised
 
-// Polls `request` until it completes. Throws CommError naming `what` after `timeout_s` seconds, so a
-// dead or stuck peer fails this rank instead of hanging it.
-void wait_mpi_request(MPI_Request* request, double timeout_s, const std::string& what);
+// Polls `request` until it completes, marked as a wait on `wait.activity`. Throws CommError naming `what`
+// after `wait.timeout_s` seconds, with `wait.explain_stall()`'s account of the peers, so a dead or stuck
+// peer fails this rank instead of hanging it.
+void wait_mpi_request(MPI_Request* request, const WaitOptions& wait, const std::string& what);
 
 }  // namespace dtrain::detail
 

@@ -16,13 +16,14 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   // within 1.2x. Prefer it unless the user chose an algorithm; other MPIs ignore the variable.
   setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", /*overwrite=*/0);
   int provided = 0;
-  DTRAIN_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
+  DTRAIN_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
   if (provided < MPI_THREAD_SERIALIZED) {
     MPI_Finalize();
     throw CommError("MPI_Init_thread provided thread level " + std::to_string(provided) +
-                    ", dtrain needs MPI_THREAD_SERIALIZED (" + std::to_string(MPI_THREAD_SERIALIZED) +
+                    ", dtrain needs at least MPI_THREAD_SERIALIZED (" + std::to_string(MPI_THREAD_SERIALIZED) +
                     "): autograd hooks start collectives from the backward thread");
   }
+  thread_multiple_ = provided >= MPI_THREAD_MULTIPLE;
   // Errors come back as codes and become CommErrors with context, instead of MPI's default abort.
   DTRAIN_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   DTRAIN_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
@@ -72,25 +73,28 @@ std::string MpiSession::rank_prefix() const {
   return "[rank " + std::to_string(rank_) + "/" + std::to_string(world_size_) + "] ";
 }
 
-std::string MpiSession::first_error(const std::string& local_error, double timeout_s) const {
-  if (world_size_ == 1) return local_error.empty() ? "" : local_error;
-  // Lowest failing rank, then that rank's message length, then the message itself.
-  int failing = local_error.empty() ? world_size_ : rank_;
+Failure MpiSession::first_error(const Failure& local, const WaitOptions& wait) const {
+  if (world_size_ == 1) return local;
+  // Lowest failing rank first; then that rank's exit status and message.
+  int failing = local.failed() ? rank_ : world_size_;
   MPI_Request request = MPI_REQUEST_NULL;
   DTRAIN_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &failing, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &request));
-  detail::wait_mpi_request(&request, timeout_s, "agreeing on errors across ranks");
-  if (failing == world_size_) return "";
+  detail::wait_mpi_request(&request, wait, "agreeing on errors across ranks");
+  if (failing == world_size_) return Failure{};
 
-  const std::string mine = failing == rank_ ? local_error : "";
-  long long length = static_cast<long long>(mine.size());
-  DTRAIN_MPI_CHECK(MPI_Ibcast(&length, 1, MPI_LONG_LONG, failing, MPI_COMM_WORLD, &request));
-  detail::wait_mpi_request(&request, timeout_s, "broadcasting an error message");
-  std::string message(static_cast<size_t>(length), '\0');
-  if (failing == rank_) message = mine;
-  DTRAIN_MPI_CHECK(MPI_Ibcast(message.data(), static_cast<int>(length), MPI_CHAR, failing, MPI_COMM_WORLD, &request));
-  detail::wait_mpi_request(&request, timeout_s, "broadcasting an error message");
-  if (failing == 0 || message.rfind("[rank ", 0) == 0) return message;
-  return "[rank " + std::to_string(failing) + "/" + std::to_string(world_size_) + "] " + message;
+  long long header[2] = {local.exit_code, static_cast<long long>(local.message.size())};
+  DTRAIN_MPI_CHECK(MPI_Ibcast(header, 2, MPI_LONG_LONG, failing, MPI_COMM_WORLD, &request));
+  detail::wait_mpi_request(&request, wait, "broadcasting an error message");
+  Failure agreed;
+  agreed.exit_code = static_cast<int>(header[0]);
+  agreed.message = failing == rank_ ? local.message : std::string(static_cast<size_t>(header[1]), '\0');
+  DTRAIN_MPI_CHECK(MPI_Ibcast(agreed.message.data(), static_cast<int>(header[1]), MPI_CHAR, failing, MPI_COMM_WORLD,
+                              &request));
+  detail::wait_mpi_request(&request, wait, "broadcasting an error message");
+  if (failing != 0 && agreed.message.rfind("[rank ", 0) != 0) {
+    agreed.message = "[rank " + std::to_string(failing) + "/" + std::to_string(world_size_) + "] " + agreed.message;
+  }
+  return agreed;
 }
 
 void MpiSession::abort(int exit_code) {

@@ -6,12 +6,23 @@
 #include <string>
 #include <vector>
 
+#include "runtime/bootstrap/wait_options.h"
+
 namespace dtrain {
+
+// An error as ranks agree on it: the message and the exit status it ends the run with (0: no error).
+struct Failure {
+  int exit_code = 0;
+  std::string message;
+  bool failed() const { return exit_code != 0; }
+};
 
 class MpiSession final {
  public:
-  // Initialises MPI (thread level SERIALIZED: autograd hooks may call MPI from the backward thread, never
-  // two threads at once). Works without mpirun (a singleton), under mpirun and under srun. Throws CommError.
+  // Initialises MPI, asking for thread level MULTIPLE: the heartbeat thread talks to other ranks while
+  // the main thread (or autograd's backward thread) is inside a collective. Needs at least SERIALIZED;
+  // with less than MULTIPLE, has_thread_multiple() is false and no heartbeat can run. Works without
+  // mpirun (a singleton), under mpirun and under srun. Throws CommError.
   MpiSession(int* argc, char*** argv);
   ~MpiSession();  // MPI_Finalize, unless abort() ran
   MpiSession(const MpiSession&) = delete;
@@ -26,12 +37,14 @@ class MpiSession final {
   const std::vector<std::string>& hostnames() const { return hostnames_; }  // indexed by rank
   std::vector<std::string> unique_hosts() const;                             // in rank order
   const std::string& mpi_library_version() const { return mpi_library_version_; }
+  bool has_thread_multiple() const { return thread_multiple_; }
   std::string rank_prefix() const;  // "[rank r/n] "
 
-  // Collective. Every rank passes its own error ("" for none); every rank gets the same result: the
-  // error of the lowest failing rank, prefixed with that rank, or "" if all succeeded. Lets a bad
-  // config or a missing file fail all ranks with one message instead of hanging the healthy ones.
-  std::string first_error(const std::string& local_error, double timeout_s) const;
+  // Collective. Every rank passes its own failure (exit_code 0 for none); every rank gets the same
+  // result: the failure of the lowest failing rank, its message prefixed with that rank unless it is
+  // rank 0, or no failure if all succeeded. Lets a bad config or a missing file fail all ranks with one
+  // message and one exit status instead of hanging the healthy ones.
+  Failure first_error(const Failure& local, const WaitOptions& wait) const;
 
   // Kills every rank of the job (MPI_Abort). For errors after the ranks stopped agreeing.
   [[noreturn]] void abort(int exit_code);
@@ -43,6 +56,7 @@ class MpiSession final {
   int local_world_size_ = 1;
   std::vector<std::string> hostnames_;
   std::string mpi_library_version_;
+  bool thread_multiple_ = false;
   bool aborted_ = false;
 };
 

@@ -117,16 +117,15 @@ int select_cuda_device(const MpiSession& session, BackendKind backend) {
   return device;
 }
 
-std::unique_ptr<Communicator> make_communicator(const CommSetup& setup, const MpiSession& session,
-                                                const CommOptions& options) {
+std::unique_ptr<Communicator> make_communicator(const CommSetup& setup, const MpiSession& session) {
   switch (setup.backend) {
     case BackendKind::kMpi:
-      return std::make_unique<MpiCommunicator>(session, options.timeout_s);
+      return std::make_unique<MpiCommunicator>(session, setup.wait);
     case BackendKind::kNccl: {
 #if DTRAIN_WITH_NCCL
       NcclOptions nccl;
       nccl.device = setup.cuda_device;
-      nccl.timeout_s = options.timeout_s;
+      nccl.wait = setup.wait;
       nccl.on_fatal = setup.on_fatal;
 #if DTRAIN_WITH_CUDA_TORCH
       // Collectives follow whatever stream LibTorch computes on (autograd may use more than one).

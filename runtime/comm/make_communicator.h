@@ -35,12 +35,12 @@ int select_cuda_device(const MpiSession& session, BackendKind backend);
 struct CommSetup {
   BackendKind backend = BackendKind::kMpi;  // resolved
   int cuda_device = -1;                     // from select_cuda_device; NCCL only
+  WaitOptions wait;                         // timeout (comm.timeout_s), wait marking, stall reports
   // NCCL's watchdog calls this after aborting a timed-out or failed communicator; it must end the job.
   std::function<void(const std::string& message)> on_fatal;
 };
 
 // Collective: every rank of `session` must call it with the same backend.
-std::unique_ptr<Communicator> make_communicator(const CommSetup& setup, const MpiSession& session,
-                                                const CommOptions& options);
+std::unique_ptr<Communicator> make_communicator(const CommSetup& setup, const MpiSession& session);
 
 }  // namespace dtrain

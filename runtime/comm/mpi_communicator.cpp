@@ -67,13 +67,13 @@ at::Tensor host_copy(const at::Tensor& tensor) {
 class MpiWork final : public Work {
  public:
   // `tensor` is the host buffer MPI reduces into; `device_tensor`, if defined, receives the result.
-  MpiWork(at::Tensor tensor, at::Tensor device_tensor, ReduceOp op, int world_size, double timeout_s,
+  MpiWork(at::Tensor tensor, at::Tensor device_tensor, ReduceOp op, int world_size, const WaitOptions& wait,
           MPI_Request request)
       : tensor_(std::move(tensor)),
         device_tensor_(std::move(device_tensor)),
         op_(op),
         world_size_(world_size),
-        timeout_s_(timeout_s),
+        wait_(wait),
         request_(request) {}
 
   ~MpiWork() override {
@@ -93,8 +93,7 @@ class MpiWork final : public Work {
 
   void wait() override {
     if (finished_) return;
-    detail::wait_mpi_request(&request_, timeout_s_,
-                             "MPI_Iallreduce of " + std::to_string(tensor_.nbytes()) + " bytes");
+    detail::wait_mpi_request(&request_, wait_, "MPI_Iallreduce of " + std::to_string(tensor_.nbytes()) + " bytes");
     finish();
   }
 
@@ -109,15 +108,15 @@ class MpiWork final : public Work {
   at::Tensor device_tensor_;
   ReduceOp op_;
   int world_size_;
-  double timeout_s_;
+  const WaitOptions& wait_;  // the communicator's, which outlives its works
   MPI_Request request_;
   bool finished_ = false;
 };
 
 }  // namespace
 
-MpiCommunicator::MpiCommunicator(const MpiSession& session, double timeout_s)
-    : impl_(std::make_unique<Impl>()), rank_(session.rank()), world_size_(session.world_size()), timeout_s_(timeout_s) {
+MpiCommunicator::MpiCommunicator(const MpiSession& session, WaitOptions wait)
+    : impl_(std::make_unique<Impl>()), rank_(session.rank()), world_size_(session.world_size()), wait_(std::move(wait)) {
   DTRAIN_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &impl_->comm));
   DTRAIN_MPI_CHECK(MPI_Comm_set_errhandler(impl_->comm, MPI_ERRORS_RETURN));
   DTRAIN_MPI_CHECK(MPI_Op_create(&sum_16bit<c10::BFloat16>, /*commute=*/1, &impl_->bfloat16_sum));
@@ -148,7 +147,7 @@ std::unique_ptr<Work> MpiCommunicator::allreduce_async(at::Tensor tensor, Reduce
   if (host.scalar_type() == at::kHalf) sum = impl_->half_sum;
   MPI_Request request = MPI_REQUEST_NULL;
   DTRAIN_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, host.data_ptr(), count, type, sum, impl_->comm, &request));
-  return std::make_unique<MpiWork>(std::move(host), std::move(device), op, world_size_, timeout_s_, request);
+  return std::make_unique<MpiWork>(std::move(host), std::move(device), op, world_size_, wait_, request);
 }
 
 void MpiCommunicator::broadcast(at::Tensor& tensor, int root) {
@@ -160,7 +159,7 @@ void MpiCommunicator::broadcast(at::Tensor& tensor, int root) {
   const int count = mpi_count(host, "broadcast");
   MPI_Request request = MPI_REQUEST_NULL;
   DTRAIN_MPI_CHECK(MPI_Ibcast(host.data_ptr(), count, mpi_type(host), root, impl_->comm, &request));
-  detail::wait_mpi_request(&request, timeout_s_, "MPI_Ibcast of " + std::to_string(host.nbytes()) + " bytes");
+  detail::wait_mpi_request(&request, wait_, "MPI_Ibcast of " + std::to_string(host.nbytes()) + " bytes");
   if (tensor.is_cuda()) tensor.copy_(host);
 }
 
@@ -173,14 +172,14 @@ at::Tensor MpiCommunicator::allgather(const at::Tensor& tensor) {
   MPI_Request request = MPI_REQUEST_NULL;
   DTRAIN_MPI_CHECK(MPI_Iallgather(input.data_ptr(), count, mpi_type(input), output.data_ptr(), count,
                                   mpi_type(input), impl_->comm, &request));
-  detail::wait_mpi_request(&request, timeout_s_, "MPI_Iallgather");
+  detail::wait_mpi_request(&request, wait_, "MPI_Iallgather");
   return output.to(tensor.device());
 }
 
 void MpiCommunicator::barrier() {
   MPI_Request request = MPI_REQUEST_NULL;
   DTRAIN_MPI_CHECK(MPI_Ibarrier(impl_->comm, &request));
-  detail::wait_mpi_request(&request, timeout_s_, "MPI_Ibarrier");
+  detail::wait_mpi_request(&request, wait_, "MPI_Ibarrier");
 }
 
 }  // namespace dtrain

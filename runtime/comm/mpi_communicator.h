@@ -7,14 +7,16 @@
 #include <memory>
 
 #include "runtime/bootstrap/mpi_session.h"
+#include "runtime/bootstrap/wait_options.h"
 #include "runtime/comm/communicator.h"
 
 namespace dtrain {
 
 class MpiCommunicator final : public Communicator {
  public:
-  // Collective over all ranks of `session` (duplicates its communicator). timeout_s bounds every wait.
-  MpiCommunicator(const MpiSession& session, double timeout_s);
+  // Collective over all ranks of `session` (duplicates its communicator). `wait` bounds every wait and
+  // says how to report a stalled one.
+  MpiCommunicator(const MpiSession& session, WaitOptions wait);
   ~MpiCommunicator() override;
 
   int rank() const override { return rank_; }
@@ -30,7 +32,7 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<Impl> impl_;
   int rank_ = 0;
   int world_size_ = 1;
-  double timeout_s_;
+  WaitOptions wait_;
 };
 
 }  // namespace dtrain

@@ -166,10 +166,11 @@ struct NcclState {
           }
         }
         const double waited_s = seconds_between(op.start, now);
-        if (waited_s > options.timeout_s) {
+        if (waited_s > options.wait.timeout_s) {
           std::ostringstream os;
-          os << op.what << " did not complete within " << options.timeout_s
-             << " s (comm.timeout_s); a peer rank is dead, stuck or far behind";
+          os << op.what << " did not complete within " << options.wait.timeout_s << " s (comm.timeout_s)";
+          const std::string peers = options.wait.explain_stall ? options.wait.explain_stall() : "";
+          os << "; " << (peers.empty() ? "a peer rank is dead, stuck or far behind" : peers);
           problem = os.str();
         }
         ++it;
@@ -271,7 +272,7 @@ NcclCommunicator::NcclCommunicator(const MpiSession& session, const NcclOptions&
   impl.options = options;
   impl.rank = session.rank();
   impl.world_size = session.world_size();
-  impl.host = std::make_unique<MpiCommunicator>(session, options.timeout_s);
+  impl.host = std::make_unique<MpiCommunicator>(session, options.wait);
 
   int devices = 0;
   DTRAIN_CUDA_CHECK(cudaGetDeviceCount(&devices));

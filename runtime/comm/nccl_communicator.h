@@ -10,6 +10,7 @@
 #include <string>
 
 #include "runtime/bootstrap/mpi_session.h"
+#include "runtime/bootstrap/wait_options.h"
 #include "runtime/comm/communicator.h"
 
 namespace dtrain {
@@ -19,7 +20,9 @@ struct NcclState;  // the NCCL communicator, streams, events and watchdog; defin
 
 struct NcclOptions {
   int device = 0;            // CUDA device index of this rank (see assign_gpu)
-  double timeout_s = 600.0;  // bounds every collective, and the communicator's creation
+  // Bounds every collective and the communicator's creation (wait.timeout_s); a timeout's message ends
+  // with wait.explain_stall(). Host waits (CPU tensors over MPI) are marked on wait.activity.
+  WaitOptions wait;
   // The stream the caller computes on, as a cudaStream_t. A collective starts after the work queued on
   // it so far; Work::wait() makes later work on it wait for the result. Unset: the legacy default stream.
   std::function<void*()> compute_stream;

@@ -14,6 +14,7 @@ enum class BackendKind { kAuto, kMpi, kNccl };
 enum class DeviceKind { kAuto, kCpu, kCuda };
 enum class Precision { kFp32, kBf16, kFp16 };  // compute precision of forward/backward under autocast
 enum class Compression { kNone, kBf16 };        // wire format of gradient buckets
+enum class NonFinitePolicy { kStop, kSkipStep };  // what a NaN/inf loss or gradient does to the run
 
 struct TrainOptions {
   int64_t epochs = 1;
@@ -29,6 +30,7 @@ struct TrainOptions {
   int64_t accumulate = 1;  // backward passes per optimizer step; only the last one communicates
   int64_t threads = 0;     // intra-op threads per rank; 0 = cores of the node / ranks on the node
   Precision precision = Precision::kFp32;  // bf16/fp16: autocast; fp16 adds a dynamic loss scale
+  NonFinitePolicy on_nonfinite = NonFinitePolicy::kStop;  // see docs/failures.md
 };
 
 struct DataOptions {
@@ -41,7 +43,10 @@ struct CommOptions {
   DeviceKind device = DeviceKind::kAuto;
   double bucket_mb = 25.0;
   double first_bucket_mb = 1.0;  // PyTorch DDP's first bucket: gradients ready first start moving early
-  double timeout_s = 600.0;      // a collective that does not finish in this time fails the run
+  // A collective that does not finish in this time fails the run. Five minutes is far above any step or
+  // checkpoint of the studies' models at 32 nodes, and well below PyTorch's 10; the heartbeat warns about
+  // stopped ranks within seconds and about a lagging one after a fifth of it.
+  double timeout_s = 300.0;
   Compression compress = Compression::kNone;  // bf16 halves the bytes of fp32 gradient buckets on the wire
 };
 
@@ -77,5 +82,6 @@ const char* to_string(BackendKind kind);
 const char* to_string(DeviceKind kind);
 const char* to_string(Precision precision);
 const char* to_string(Compression compression);
+const char* to_string(NonFinitePolicy policy);
 
 }  // namespace dtrain

@@ -51,6 +51,13 @@ const char* to_string(Precision precision) {
   }
   return "?";
 }
+const char* to_string(NonFinitePolicy policy) {
+  switch (policy) {
+    case NonFinitePolicy::kStop: return "stop";
+    case NonFinitePolicy::kSkipStep: return "skip-step";
+  }
+  return "?";
+}
 const char* to_string(Compression compression) {
   switch (compression) {
     case Compression::kNone: return "none";
@@ -220,6 +227,11 @@ std::vector<ConfigField> build_fields() {
                                     "compute precision: autocast to bf16/fp16 (fp16 with dynamic loss scaling; CUDA only)",
                                     [](TrainConfig& c) -> Precision& { return c.train.precision; },
                                     {Precision::kFp32, Precision::kBf16, Precision::kFp16}));
+  f.push_back(enum_field<NonFinitePolicy>(
+      "train.on_nonfinite", "on-nonfinite",
+      "on a NaN/inf loss or gradient: stop the run (exit 4), or skip that optimizer step on every rank",
+      [](TrainConfig& c) -> NonFinitePolicy& { return c.train.on_nonfinite; },
+      {NonFinitePolicy::kStop, NonFinitePolicy::kSkipStep}));
 
   f.push_back(string_field("data.dir", "data-dir", "directory with the dataset files (empty = workload default)",
                            [](TrainConfig& c) -> std::string& { return c.data.dir; }, true));
@@ -237,7 +249,8 @@ std::vector<ConfigField> build_fields() {
   f.push_back(float_field("comm.first_bucket_mb", "first-bucket-mb", "size of the first (earliest) bucket in MiB",
                           [](TrainConfig& c) -> double& { return c.comm.first_bucket_mb; }, 0.0, false, 4096.0));
   f.push_back(float_field("comm.timeout_s", "comm-timeout-s",
-                          "seconds a collective may take before the run fails instead of hanging",
+                          "seconds a collective may take before the run fails instead of hanging (stuck ranks are "
+                          "named; a warning comes after a fifth of it)",
                           [](TrainConfig& c) -> double& { return c.comm.timeout_s; }, 0.0, false, 1e6));
   f.push_back(enum_field<Compression>("comm.compress", "compress", "send fp32 gradient buckets as bf16 (half the bytes)",
                                       [](TrainConfig& c) -> Compression& { return c.comm.compress; },

@@ -1,6 +1,7 @@
 #include "runtime/config/validate.h"
 
 #include "runtime/util/error.h"
+#include "runtime/util/file_io.h"
 
 namespace dtrain {
 namespace {
@@ -35,6 +36,11 @@ void validate_for_device(const TrainConfig& config, DeviceKind device, const Con
     throw ConfigError(described("train.precision", sources) + " 'fp16' needs comm.device 'cuda', but the device is '" +
                       to_string(device) + "'; use --precision bf16 on the CPU");
   }
+}
+
+void validate_output_dirs(const TrainConfig& config, const ConfigSources& sources) {
+  check_output_directory(config.log.dir, described("log.dir", sources));
+  if (config.checkpoint.enabled) check_output_directory(config.checkpoint.dir, described("checkpoint.dir", sources));
 }
 
 }  // namespace dtrain

@@ -66,6 +66,13 @@ std::string epoch_summary_line(const EpochStats& s) {
                        100.0 * s.test_accuracy, s.epoch_s, s.samples_per_s);
 }
 
+std::string finished_run_line(const EpochStats& s) {
+  const std::string train = std::isfinite(s.train_loss) ? printf_string(" | train_loss %.4f", s.train_loss) : "";
+  return printf_string("epoch %lld/%lld", static_cast<long long>(s.epoch), static_cast<long long>(s.epochs)) + train +
+         printf_string(" | test_loss %.4f | test_acc %.2f%% | from its checkpoint, nothing left to train", s.test_loss,
+                       100.0 * s.test_accuracy);
+}
+
 std::string progress_bar(int64_t done, int64_t total, int width) {
   const double fraction = total > 0 ? std::min(1.0, static_cast<double>(done) / static_cast<double>(total)) : 0.0;
   const int filled = static_cast<int>(fraction * width);

@@ -32,6 +32,10 @@ std::string pytorch_test_line(const EpochStats& stats);
 // "epoch 3/10 | train_loss 0.1234 | test_loss 0.0456 | test_acc 98.61% | 12.3 s | 48213 samples/s"
 std::string epoch_summary_line(const EpochStats& stats);
 
+// A finished run's last epoch, restored from its checkpoint (train_loss left out when unknown):
+// "epoch 3/3 | train_loss 0.1234 | test_loss 0.0456 | test_acc 98.61% | from its checkpoint, nothing left to train"
+std::string finished_run_line(const EpochStats& stats);
+
 // "[=========>          ] 45% 210/469 steps"
 std::string progress_bar(int64_t done, int64_t total, int width);
 

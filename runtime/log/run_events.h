@@ -50,6 +50,7 @@ struct EpochStats {
   double comm_s = 0.0;           // rank 0's summed allreduce windows
   double exposed_comm_s = 0.0;   // rank 0's communication not hidden behind backward
   int64_t bytes_allreduced = 0;  // per rank
+  int64_t skipped_steps = 0;     // optimizer steps skipped for NaN/inf gradients (fp16 overflow, skip-step)
   std::string checkpoint_path;   // empty if none was written
 };
 

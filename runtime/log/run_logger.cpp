@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <iostream>
 
@@ -16,17 +17,21 @@ namespace {
 // Every run-log line starts with the event's name and UTC time.
 JsonObject event(const char* name) { return JsonObject().add("event", name).add("time", utc_timestamp(std::time(nullptr))); }
 
-std::string epoch_json(const EpochStats& s) {
-  return event("epoch_end")
-      .add("epoch", s.epoch)
+JsonObject epoch_metrics(JsonObject record, const EpochStats& s) {
+  return record.add("epoch", s.epoch)
       .add("lr", s.lr)
-      .add("steps", s.steps)
       .add("train_samples", s.train_samples)
       .add("train_loss", s.train_loss)
       .add("test_loss", s.test_loss)
       .add("test_accuracy", s.test_accuracy)
       .add("test_correct", s.test_correct)
-      .add("test_samples", s.test_samples)
+      .add("test_samples", s.test_samples);
+}
+
+std::string epoch_json(const EpochStats& s) {
+  return epoch_metrics(event("epoch_end"), s)
+      .add("steps", s.steps)
+      .add("skipped_steps", s.skipped_steps)
       .add("epoch_s", s.epoch_s)
       .add("train_s", s.train_s)
       .add("eval_s", s.eval_s)
@@ -50,15 +55,24 @@ RunLogger::RunLogger(const LogOptions& options, bool is_root, const std::string&
   std::error_code ec;
   for (int attempt = 2; fs::exists(run_dir_, ec); ++attempt) run_dir_ = stem + "-" + std::to_string(attempt);
   fs::create_directories(run_dir_, ec);
-  if (ec) throw Error("cannot create run log directory '" + run_dir_ + "' (log.dir): " + ec.message());
-  const std::string events_path = (fs::path(run_dir_) / "events.jsonl").string();
-  events_.open(events_path, std::ios::app);
-  if (!events_) throw Error("cannot open run log '" + events_path + "' for writing (log.dir)");
+  if (ec) throw IoError("cannot create run log directory '" + run_dir_ + "' (log.dir): " + ec.message());
+  events_ = std::make_unique<AppendFile>((fs::path(run_dir_) / "events.jsonl").string());
 }
 
 void RunLogger::write_event(const std::string& json_line) {
-  events_ << json_line << '\n';
-  events_.flush();  // a killed run keeps every event written so far
+  // One write(2) per record: a killed run keeps every event written so far, a full disk throws here.
+  events_->append(json_line + '\n');
+}
+
+void RunLogger::flush_console() {
+  errno = 0;
+  out_.flush();
+  if (!out_) {
+    const int code = errno;
+    out_.clear();  // later lines (the error record's) may still get through
+    throw IoError(std::string("cannot write the console output (stdout), where the metric lines go: ") +
+                  (code != 0 ? errno_text(code) : "the stream failed"));
+  }
 }
 
 void RunLogger::clear_bar() {
@@ -69,6 +83,7 @@ void RunLogger::clear_bar() {
 
 void RunLogger::run_start(const RunInfo& info) {
   if (!is_root_) return;
+  std::lock_guard<std::mutex> lock(mutex_);
   const std::string hosts = join(info.hosts);
   out_ << "dtrain " << info.dtrain_version << " | workload " << info.workload << " | world size "
       << info.world_size << " on " << info.hosts.size() << (info.hosts.size() == 1 ? " host" : " hosts") << " ("
@@ -88,10 +103,9 @@ void RunLogger::run_start(const RunInfo& info) {
       line += c;
     }
   }
-  out_ << std::flush;
+  flush_console();
 
-  std::ofstream config_file(std::filesystem::path(run_dir_) / "config.yaml");
-  config_file << info.config_yaml;
+  write_file_atomically((std::filesystem::path(run_dir_) / "config.yaml").string(), info.config_yaml);
   write_event(event("run_start")
                   .add("dtrain_version", info.dtrain_version)
                   .add("workload", info.workload)
@@ -113,19 +127,24 @@ void RunLogger::run_start(const RunInfo& info) {
 
 void RunLogger::info(const std::string& message) {
   if (!is_root_) return;
+  std::lock_guard<std::mutex> lock(mutex_);
   clear_bar();
-  out_ << message << std::endl;
+  out_ << message << "\n";
+  flush_console();
 }
 
 void RunLogger::train_progress(const ProgressInfo& progress) {
   if (!is_root_) return;
+  std::lock_guard<std::mutex> lock(mutex_);
   clear_bar();
   out_ << (options_.format == LogFormat::kKatib ? katib_progress_line(progress) : pytorch_progress_line(progress))
-      << std::endl;
+      << "\n";
+  flush_console();
 }
 
 void RunLogger::step_progress(int64_t epoch, int64_t step, int64_t steps) {
   if (!is_root_ || !draw_bar_) return;
+  std::lock_guard<std::mutex> lock(mutex_);
   // Redrawing every step would cost more than a small model's step; five times a second is enough.
   if (step != steps && bar_visible_ && since_bar_.elapsed_s() < 0.2) return;
   since_bar_.reset();
@@ -135,24 +154,37 @@ void RunLogger::step_progress(int64_t epoch, int64_t step, int64_t steps) {
 
 void RunLogger::epoch_end(const EpochStats& stats) {
   if (!is_root_) return;
+  std::lock_guard<std::mutex> lock(mutex_);
   clear_bar();
   if (options_.format == LogFormat::kPytorch) {
     out_ << "\n" << pytorch_test_line(stats) << "\n\n";
   }
+  write_event(epoch_json(stats));  // first: the run log is what comparisons read
   out_ << epoch_summary_line(stats) << "\n";
   if (options_.format == LogFormat::kKatib) out_ << katib_metrics_line(stats, std::time(nullptr)) << "\n";
-  out_ << std::flush;
-  write_event(epoch_json(stats));
+  flush_console();
+}
+
+void RunLogger::finished_run(const EpochStats& last) {
+  if (!is_root_) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  clear_bar();
+  write_event(epoch_metrics(event("finished_run"), last).add("checkpoint", last.checkpoint_path).str());
+  if (options_.format == LogFormat::kPytorch) out_ << "\n" << pytorch_test_line(last) << "\n\n";
+  out_ << finished_run_line(last) << "\n";
+  if (options_.format == LogFormat::kKatib) out_ << katib_metrics_line(last, std::time(nullptr)) << "\n";
+  flush_console();
 }
 
 void RunLogger::run_end(const RunSummary& summary) {
   if (!is_root_) return;
+  std::lock_guard<std::mutex> lock(mutex_);
   clear_bar();
   int64_t peak = 0;
   for (int64_t bytes : summary.peak_rss_bytes) peak = std::max(peak, bytes);
   out_ << "done: " << summary.epochs_run << " epochs in " << summary.total_s << " s | final test_acc "
-      << 100.0 * summary.final_test_accuracy << "% | peak memory per rank " << (peak >> 20) << " MiB"
-      << std::endl;
+      << 100.0 * summary.final_test_accuracy << "% | peak memory per rank " << (peak >> 20) << " MiB" << "\n";
+  flush_console();
   write_event(event("run_end")
                   .add("epochs_run", summary.epochs_run)
                   .add("total_s", summary.total_s)
@@ -160,6 +192,33 @@ void RunLogger::run_end(const RunSummary& summary) {
                   .add("final_test_loss", summary.final_test_loss)
                   .add("peak_rss_bytes", summary.peak_rss_bytes)
                   .str());
+  events_->sync();
+}
+
+void RunLogger::warning(const std::string& message) {
+  if (!is_root_) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  clear_bar();
+  std::cerr << "dtrain: warning: " << message << std::endl;
+  write_event(event("warning").add("message", message).str());
+}
+
+void RunLogger::error(const std::string& message, int rank, const ActivitySnapshot& where) noexcept {
+  if (!is_root_) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  try {
+    clear_bar();
+    write_event(event("error")
+                    .add("message", message)
+                    .add("rank", static_cast<int64_t>(rank))
+                    .add("phase", std::string(to_string(where.phase)))
+                    .add("epoch", where.epoch)
+                    .add("step", where.step)
+                    .str());
+    events_->sync();
+  } catch (const std::exception& e) {
+    std::cerr << "dtrain: the run log has no record of this error: " << e.what() << std::endl;
+  }
 }
 
 }  // namespace dtrain

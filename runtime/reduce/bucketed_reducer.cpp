@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include <cmath>
 #include <map>
 #include <sstream>
 
@@ -186,6 +187,26 @@ StepCommStats BucketedReducer::finish_backward() {
 
 void BucketedReducer::zero_grad() {
   for (at::Tensor& buffer : buffers_) buffer.zero_();
+}
+
+at::Tensor BucketedReducer::all_finite() const {
+  if (buffers_.empty()) return at::ones({}, at::kBool);
+  if (buffers_.front().is_cuda()) {
+    // On the device, with no host read: one reduction per bucket over its flat buffer.
+    std::vector<at::Tensor> flags;
+    flags.reserve(buffers_.size());
+    for (const at::Tensor& buffer : buffers_) flags.push_back(at::isfinite(buffer).all());
+    return flags.size() == 1 ? flags.front() : at::stack(flags).all();
+  }
+  // On the CPU a bucket's sum is finite unless one of its values is not, or finite values overflow; only
+  // then is it checked value by value. For mnist's 1.2M gradients on one thread (LibTorch 1.13) the sum
+  // takes 0.13 ms and isfinite().all() 4.2 ms, 2% of a step.
+  for (const at::Tensor& buffer : buffers_) {
+    if (!std::isfinite(buffer.sum().item<double>()) && !at::isfinite(buffer).all().item<bool>()) {
+      return at::zeros({}, at::kBool);
+    }
+  }
+  return at::ones({}, at::kBool);
 }
 
 }  // namespace dtrain

@@ -39,6 +39,7 @@ class BucketedReducer final : public GradReducer {
   void prepare_backward(bool sync) override;
   StepCommStats finish_backward() override;
   void zero_grad() override;
+  at::Tensor all_finite() const override;
 
   const std::vector<BucketSpec>& buckets() const { return specs_; }
 

@@ -2,6 +2,8 @@
 // The reducer owns the gradient tensors of the parameters it was given.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 
 namespace dtrain {
@@ -27,6 +29,11 @@ class GradReducer {
 
   // Local: zeroes every gradient (in place; the reducer's gradient storage stays put).
   virtual void zero_grad() = 0;
+
+  // Local, no host synchronisation: a 0-dim bool tensor on the gradients' device, true when every
+  // gradient is finite. After a synchronising finish_backward() the gradients are the average over
+  // ranks, so every rank gets the same answer: a NaN or inf on any rank reaches all of them.
+  virtual at::Tensor all_finite() const = 0;
 };
 
 }  // namespace dtrain

@@ -1,26 +1,29 @@
 #include "runtime/train/checkpoint.h"
 
 #include <ATen/ATen.h>
-#include <fcntl.h>
 #include <torch/serialize/archive.h>
-#include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <regex>
+#include <sstream>
 #include <vector>
 
 #include "runtime/util/error.h"
+#include "runtime/util/file_io.h"
 
 namespace dtrain {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr int64_t kFormatVersion = 1;
-const std::regex kCheckpointName(R"(checkpoint-epoch-(\d+)\.pt)");
+// 1: model, optimizer, epoch, seed, workload, optimizer name, world size. 2 adds the epoch's metrics.
+constexpr int64_t kFormatVersion = 2;
+constexpr const char* kPrefix = "checkpoint-epoch-";
+constexpr const char* kSuffix = ".pt";
 
 at::Tensor string_tensor(const std::string& text) {
   at::Tensor t = at::empty({static_cast<int64_t>(text.size())}, at::kByte);
@@ -29,59 +32,136 @@ at::Tensor string_tensor(const std::string& text) {
 }
 
 std::string tensor_string(const at::Tensor& t) {
-  return std::string(reinterpret_cast<const char*>(t.data_ptr()), static_cast<size_t>(t.numel()));
+  const at::Tensor bytes = t.to(at::kCPU).contiguous();
+  return std::string(reinterpret_cast<const char*>(bytes.data_ptr()), static_cast<size_t>(bytes.numel()));
 }
 
-int64_t read_int(torch::serialize::InputArchive& archive, const char* key) {
+at::Tensor read_tensor(torch::serialize::InputArchive& archive, const char* key) {
   at::Tensor t;
   archive.read(key, t);
-  return t.item<int64_t>();
+  return t.to(at::kCPU);
 }
 
-std::string read_string(torch::serialize::InputArchive& archive, const char* key) {
-  at::Tensor t;
-  archive.read(key, t);
-  return tensor_string(t);
+int64_t read_int(torch::serialize::InputArchive& archive, const char* key) { return read_tensor(archive, key).item<int64_t>(); }
+double read_double(torch::serialize::InputArchive& archive, const char* key) { return read_tensor(archive, key).item<double>(); }
+std::string read_string(torch::serialize::InputArchive& archive, const char* key) { return tensor_string(read_tensor(archive, key)); }
+
+void write_metrics(torch::serialize::OutputArchive& archive, const EpochStats& s) {
+  archive.write("epoch", at::tensor(s.epoch));
+  archive.write("epochs", at::tensor(s.epochs));
+  archive.write("lr", at::tensor(s.lr, at::kDouble));
+  archive.write("train_samples", at::tensor(s.train_samples));
+  archive.write("train_loss", at::tensor(s.train_loss, at::kDouble));
+  archive.write("test_loss", at::tensor(s.test_loss, at::kDouble));
+  archive.write("test_accuracy", at::tensor(s.test_accuracy, at::kDouble));
+  archive.write("test_correct", at::tensor(s.test_correct));
+  archive.write("test_samples", at::tensor(s.test_samples));
 }
 
-void write_file_durably(const std::string& path, const std::string& bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw DataError("cannot write checkpoint '" + path + "': " + std::strerror(errno));
-  size_t written = 0;
-  while (written < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const std::string reason = std::strerror(errno);
-      ::close(fd);
-      throw DataError("cannot write checkpoint '" + path + "': " + reason);
+EpochStats read_metrics(torch::serialize::InputArchive& archive) {
+  EpochStats s;
+  s.epoch = read_int(archive, "epoch");
+  s.epochs = read_int(archive, "epochs");
+  s.lr = read_double(archive, "lr");
+  s.train_samples = read_int(archive, "train_samples");
+  s.train_loss = read_double(archive, "train_loss");
+  s.test_loss = read_double(archive, "test_loss");
+  s.test_accuracy = read_double(archive, "test_accuracy");
+  s.test_correct = read_int(archive, "test_correct");
+  s.test_samples = read_int(archive, "test_samples");
+  return s;
+}
+
+std::string shape_text(const at::Tensor& t) {
+  std::ostringstream os;
+  os << t.sizes() << " " << t.scalar_type();
+  return os.str();
+}
+
+bool all_finite(const at::Tensor& t) { return !t.is_floating_point() || at::isfinite(t).all().item<bool>(); }
+
+// The first parameter or buffer of `module` (recursively) that is NaN or infinite, or "".
+std::string first_non_finite(const torch::nn::Module& module) {
+  for (const auto& p : module.named_parameters()) {
+    if (!all_finite(p.value().detach())) return "parameter " + p.key();
+  }
+  for (const auto& b : module.named_buffers()) {
+    if (!all_finite(b.value())) return "buffer " + b.key();
+  }
+  return "";
+}
+
+// Compares the parameters and buffers of `module` with those saved in `archive` by Module::save, before
+// anything is loaded (Module::load would silently take the file's shapes). Returns the first difference,
+// or "", with names as the model spells them.
+std::string first_mismatch(const torch::nn::Module& module, torch::serialize::InputArchive& archive,
+                           const std::string& prefix) {
+  std::vector<std::string> expected;
+  auto compare = [&](const std::string& name, const at::Tensor& mine, bool is_buffer) -> std::string {
+    expected.push_back(name);
+    const std::string kind = is_buffer ? "buffer " : "parameter ";
+    at::Tensor theirs;
+    bool found = false;
+    try {
+      found = archive.try_read(name, theirs, is_buffer);
+    } catch (const c10::Error&) {
+      return "the file holds " + prefix + name + " as a " + (is_buffer ? "parameter" : "buffer") + ", the model as a " +
+             (is_buffer ? "buffer" : "parameter");
     }
-    written += static_cast<size_t>(n);
+    if (!found) return "the model's " + kind + prefix + name + " is not in the file";
+    if (theirs.sizes() != mine.sizes() || theirs.scalar_type() != mine.scalar_type()) {
+      return kind + prefix + name + " is " + shape_text(theirs) + " in the file but " + shape_text(mine) + " in the model";
+    }
+    if (!all_finite(theirs)) return kind + prefix + name + " holds NaN or infinite values in the file";
+    return "";
+  };
+  for (const auto& p : module.named_parameters(/*recurse=*/false)) {
+    const std::string problem = compare(p.key(), p.value(), false);
+    if (!problem.empty()) return problem;
   }
-  // The data must be on disk before the rename makes it the checkpoint of record.
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    throw DataError("cannot write checkpoint '" + path + "': " + std::strerror(errno));
+  for (const auto& b : module.named_buffers(/*recurse=*/false)) {
+    const std::string problem = compare(b.key(), b.value(), true);
+    if (!problem.empty()) return problem;
   }
-}
-
-void sync_directory(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
+  for (const auto& child : module.named_children()) {
+    expected.push_back(child.key());
+    torch::serialize::InputArchive child_archive;
+    if (!archive.try_read(child.key(), child_archive)) {
+      return "the model's submodule " + prefix + child.key() + " is not in the file";
+    }
+    const std::string problem = first_mismatch(*child.value(), child_archive, prefix + child.key() + ".");
+    if (!problem.empty()) return problem;
   }
+  for (const std::string& key : archive.keys()) {
+    if (std::find(expected.begin(), expected.end(), key) == expected.end()) {
+      return "the file holds " + prefix + key + ", which the model does not have";
+    }
+  }
+  return "";
 }
 
 std::vector<std::pair<int64_t, fs::path>> list_checkpoints(const std::string& dir) {
   std::vector<std::pair<int64_t, fs::path>> found;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return found;
+  const size_t prefix = std::strlen(kPrefix);
+  const size_t suffix = std::strlen(kSuffix);
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    std::smatch match;
     const std::string name = entry.path().filename().string();
-    if (entry.is_regular_file() && std::regex_match(name, match, kCheckpointName)) {
-      found.emplace_back(std::stoll(match[1].str()), entry.path());
+    if (name.size() <= prefix + suffix || name.compare(0, prefix, kPrefix) != 0 ||
+        name.compare(name.size() - suffix, suffix, kSuffix) != 0 || !entry.is_regular_file(ec)) {
+      continue;
     }
+    const char* first = name.data() + prefix;
+    const char* last = name.data() + name.size() - suffix;
+    if (!std::all_of(first, last, [](char c) { return c >= '0' && c <= '9'; })) continue;
+    int64_t epoch = 0;
+    const auto [ptr, err] = std::from_chars(first, last, epoch);
+    if (err != std::errc() || ptr != last) {
+      throw DataError("checkpoint file '" + entry.path().string() + "' has an epoch number too large for any run; " +
+                      "rename or remove it");
+    }
+    found.emplace_back(epoch, entry.path());
   }
   std::sort(found.begin(), found.end());
   return found;
@@ -100,6 +180,12 @@ std::optional<std::string> Checkpointer::latest(const std::string& dir) {
 std::string Checkpointer::save(const CheckpointMeta& meta, const torch::nn::Module& model,
                                const torch::optim::Optimizer& optimizer) const {
   if (!comm_.is_root()) return "";
+  // A checkpoint is what a run falls back to; a non-finite one would replace a good one under pruning.
+  const std::string bad = first_non_finite(model);
+  if (!bad.empty()) {
+    throw NonFiniteError("epoch " + std::to_string(meta.epoch) + ": " + bad +
+                         " is NaN or infinite; no checkpoint was written for this epoch");
+  }
   torch::serialize::OutputArchive archive;
   archive.write("format_version", at::tensor(kFormatVersion));
   archive.write("epoch", at::tensor(meta.epoch));
@@ -107,6 +193,11 @@ std::string Checkpointer::save(const CheckpointMeta& meta, const torch::nn::Modu
   archive.write("world_size", at::tensor(meta.world_size));
   archive.write("workload", string_tensor(meta.workload));
   archive.write("optimizer_name", string_tensor(meta.optimizer));
+  if (meta.metrics) {
+    torch::serialize::OutputArchive metrics_archive;
+    write_metrics(metrics_archive, *meta.metrics);
+    archive.write("metrics", metrics_archive);
+  }
   torch::serialize::OutputArchive model_archive;
   model.save(model_archive);
   archive.write("model", model_archive);
@@ -122,94 +213,117 @@ std::string Checkpointer::save(const CheckpointMeta& meta, const torch::nn::Modu
 
   std::error_code ec;
   fs::create_directories(options_.dir, ec);
-  if (ec) throw DataError("cannot create checkpoint directory '" + options_.dir + "': " + ec.message());
+  if (ec) throw IoError("cannot create checkpoint directory '" + options_.dir + "': " + ec.message());
   char name[64];
-  std::snprintf(name, sizeof name, "checkpoint-epoch-%06lld.pt", static_cast<long long>(meta.epoch));
-  const fs::path final_path = fs::path(options_.dir) / name;
-  const fs::path temp_path = final_path.string() + ".tmp";
-  write_file_durably(temp_path.string(), bytes);
-  fs::rename(temp_path, final_path, ec);
-  if (ec) throw DataError("cannot rename '" + temp_path.string() + "' to '" + final_path.string() + "': " + ec.message());
-  sync_directory(options_.dir);
+  std::snprintf(name, sizeof name, "%s%06lld%s", kPrefix, static_cast<long long>(meta.epoch), kSuffix);
+  const std::string path = (fs::path(options_.dir) / name).string();
+  write_file_atomically(path, bytes);
 
   if (options_.keep > 0) {
-    auto found = list_checkpoints(options_.dir);
-    for (size_t i = 0; i + static_cast<size_t>(options_.keep) < found.size(); ++i) fs::remove(found[i].second, ec);
+    // Only older epochs are candidates, so the file just written always survives, and checkpoints of a
+    // later epoch (another run's, in a shared directory) are not this run's to delete.
+    std::vector<fs::path> older;
+    for (const auto& [epoch, file] : list_checkpoints(options_.dir)) {
+      if (epoch < meta.epoch) older.push_back(file);
+    }
+    const size_t keep_older = static_cast<size_t>(options_.keep - 1);
+    for (size_t i = 0; i + keep_older < older.size(); ++i) fs::remove(older[i], ec);
   }
-  return final_path.string();
+  return path;
 }
 
 std::optional<CheckpointMeta> Checkpointer::restore(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
                                                     const std::string& workload,
                                                     const std::string& optimizer_name) const {
-  // Rank 0 decides and reads; a size of -1 means "no checkpoint", -2 "unreadable" (the message follows).
-  std::string bytes;
+  // Rank 0 decides and reads, then broadcasts [status, path length, payload length] and the payload:
+  // the path followed by the file's bytes, or the error message. Status -1: no checkpoint; -2: unusable.
   std::string path;
-  int64_t size = -1;
+  std::string payload;
+  int64_t status = -1;
   if (comm_.is_root()) {
-    if (auto newest = latest(options_.dir)) {
-      path = *newest;
-      std::ifstream in(path, std::ios::binary);
-      if (in) {
-        bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-        size = static_cast<int64_t>(bytes.size());
-      } else {
-        bytes = "cannot read checkpoint '" + path + "': " + std::strerror(errno);
-        size = -2;
+    try {
+      std::error_code ec;
+      if (fs::exists(options_.dir, ec) && !fs::is_directory(options_.dir, ec)) {
+        throw DataError("checkpoint.dir '" + options_.dir + "' is not a directory");
       }
+      if (auto newest = latest(options_.dir)) {
+        path = *newest;
+        errno = 0;
+        std::ifstream in(path, std::ios::binary);
+        payload.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+        if (!in && !in.eof()) throw DataError("cannot read checkpoint '" + path + "': " + errno_text(errno));
+        status = 0;
+      }
+    } catch (const DataError& e) {
+      path.clear();
+      payload = e.what();
+      status = -2;
     }
   }
-  at::Tensor header = at::tensor(std::vector<int64_t>{size, static_cast<int64_t>(bytes.size())}, at::kLong);
+  at::Tensor header = at::tensor(std::vector<int64_t>{status, static_cast<int64_t>(path.size()),
+                                                      static_cast<int64_t>(payload.size())}, at::kLong);
   comm_.broadcast(header, 0);
-  size = header[0].item<int64_t>();
-  const int64_t length = header[1].item<int64_t>();
-  if (size == -1) return std::nullopt;
-  at::Tensor payload = comm_.is_root() ? string_tensor(bytes) : at::empty({length}, at::kByte);
-  comm_.broadcast(payload, 0);
-  if (size == -2) throw DataError(tensor_string(payload));
+  status = header[0].item<int64_t>();
+  if (status == -1) return std::nullopt;
+  const int64_t path_length = header[1].item<int64_t>();
+  at::Tensor data = comm_.is_root() ? string_tensor(path + payload)
+                                    : at::empty({path_length + header[2].item<int64_t>()}, at::kByte);
+  comm_.broadcast(data, 0);
+  if (status == -2) throw DataError(tensor_string(data));
+  path = tensor_string(data.narrow(0, 0, path_length));
+  data = data.narrow(0, path_length, data.numel() - path_length);
+
   // Every rank now holds the same bytes, so every rank reaches the same verdict below.
+  const std::string where = "checkpoint '" + path + "'";
   torch::serialize::InputArchive archive;
   CheckpointMeta meta;
+  meta.path = path;
   try {
     // Tensors land on this rank's device whatever device wrote them: a checkpoint from a CPU run resumes
     // on GPUs and the reverse, and rank 3's state never ends up on rank 0's GPU.
     const c10::Device device = model.parameters().empty() ? c10::Device(c10::DeviceType::CPU)
                                                           : model.parameters().front().device();
-    archive.load_from(static_cast<const char*>(payload.data_ptr()), static_cast<size_t>(payload.numel()), device);
+    archive.load_from(static_cast<const char*>(data.data_ptr()), static_cast<size_t>(data.numel()), device);
     const int64_t version = read_int(archive, "format_version");
-    if (version != kFormatVersion) {
-      throw DataError("checkpoint format version " + std::to_string(version) + ", expected " +
-                      std::to_string(kFormatVersion));
+    if (version < 1 || version > kFormatVersion) {
+      throw DataError("format version " + std::to_string(version) + ", expected 1 to " + std::to_string(kFormatVersion) +
+                      " (written by a newer dtrain?)");
     }
     meta.epoch = read_int(archive, "epoch");
     meta.seed = read_int(archive, "seed");
     meta.world_size = read_int(archive, "world_size");
     meta.workload = read_string(archive, "workload");
     meta.optimizer = read_string(archive, "optimizer_name");
+    torch::serialize::InputArchive metrics_archive;
+    if (version >= 2 && archive.try_read("metrics", metrics_archive)) meta.metrics = read_metrics(metrics_archive);
   } catch (const DataError& e) {
-    throw DataError("checkpoint in '" + options_.dir + "' is unusable: " + e.what());
+    throw DataError(where + " is unusable: " + e.what());
   } catch (const c10::Error& e) {
-    throw DataError("checkpoint in '" + options_.dir + "' is corrupt or not a dtrain checkpoint: " +
-                    e.what_without_backtrace());
+    throw DataError(where + " is corrupt or not a dtrain checkpoint: " + e.what_without_backtrace());
   }
+  if (meta.epoch < 0) throw DataError(where + " records epoch " + std::to_string(meta.epoch) + ", expected 0 or more");
   if (meta.workload != workload) {
-    throw DataError("newest checkpoint in '" + options_.dir + "' is for workload '" + meta.workload +
-                    "', this run trains '" + workload + "'; use another checkpoint.dir");
+    throw DataError(where + " is for workload '" + meta.workload + "', this run trains '" + workload +
+                    "'; use another checkpoint.dir");
   }
   if (meta.optimizer != optimizer_name) {
-    throw DataError("newest checkpoint in '" + options_.dir + "' holds " + meta.optimizer +
-                    " optimizer state, this run uses " + optimizer_name + "; use another checkpoint.dir");
+    throw DataError(where + " holds " + meta.optimizer + " optimizer state, this run uses " + optimizer_name +
+                    "; use another checkpoint.dir");
   }
   try {
     torch::serialize::InputArchive model_archive;
-    archive.read("model", model_archive);
+    if (!archive.try_read("model", model_archive)) throw DataError(where + " holds no model");
+    const std::string mismatch = first_mismatch(model, model_archive, "");
+    if (!mismatch.empty()) {
+      throw DataError(where + " (workload " + meta.workload + ", world size " + std::to_string(meta.world_size) +
+                      ") does not match this " + workload + " model: " + mismatch);
+    }
     model.load(model_archive);
     torch::serialize::InputArchive optimizer_archive;
     archive.read("optimizer", optimizer_archive);
     optimizer.load(optimizer_archive);
   } catch (const c10::Error& e) {
-    throw DataError("checkpoint in '" + options_.dir + "' does not match the " + workload +
-                    " model: " + e.what_without_backtrace());
+    throw DataError(where + " does not match the " + workload + " model: " + e.what_without_backtrace());
   }
   return meta;
 }

@@ -1,6 +1,7 @@
-// Per-epoch checkpoints that do not depend on world size: model, optimizer state, epoch and seed.
-// Rank 0 writes them atomically (temporary file, fsync, rename); a restore reads the newest one on rank 0
-// and broadcasts its bytes, so every rank loads identical state whatever its filesystem sees.
+// Per-epoch checkpoints that do not depend on world size: model, optimizer state, epoch, seed and the
+// epoch's metrics. Rank 0 writes them atomically (temporary file, fsync, rename); a restore reads the
+// newest one on rank 0 and broadcasts its bytes, so every rank loads identical state whatever its
+// filesystem sees, and reaches the same verdict on a bad file.
 #pragma once
 
 #include <optional>
@@ -11,6 +12,7 @@
 
 #include "runtime/comm/communicator.h"
 #include "runtime/config/config.h"
+#include "runtime/log/run_events.h"
 
 namespace dtrain {
 
@@ -20,24 +22,32 @@ struct CheckpointMeta {
   std::string workload;
   std::string optimizer;
   int64_t world_size = 0;  // informational: a checkpoint resumes at any world size
+  // The epoch's reduced metrics (epoch, epochs, lr, losses, accuracy, counts). Absent in checkpoints of
+  // format 1, which did not store them.
+  std::optional<EpochStats> metrics;
+  std::string path;  // where it was read from (restore only)
 };
 
 class Checkpointer final {
  public:
   Checkpointer(CheckpointOptions options, Communicator& comm);
 
-  // Rank 0 writes <dir>/checkpoint-epoch-NNNNNN.pt and prunes to `keep`; returns its path ("" on other
-  // ranks). Throws DataError if the file cannot be written; an existing checkpoint is never damaged.
+  // Rank 0 writes <dir>/checkpoint-epoch-NNNNNN.pt, then prunes older ones to the newest `keep` (never
+  // the file just written, never one of a later epoch); returns its path ("" on other ranks).
+  // Throws NonFiniteError, writing nothing, when a parameter or buffer is NaN or infinite, and IoError
+  // when the file cannot be written (no partial file is left; existing checkpoints are untouched).
   std::string save(const CheckpointMeta& meta, const torch::nn::Module& model,
                    const torch::optim::Optimizer& optimizer) const;
 
   // Collective. Loads the newest checkpoint of <dir> into `model` and `optimizer` on every rank and
   // returns its metadata, or nullopt if the directory holds none. Throws DataError (the same on every
-  // rank) for an unreadable or mismatched checkpoint.
+  // rank) for an unreadable file, another workload or optimizer, parameters whose names, shapes or
+  // dtypes differ from the model's (checked before anything is loaded), or non-finite values.
   std::optional<CheckpointMeta> restore(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
                                         const std::string& workload, const std::string& optimizer_name) const;
 
-  // Path of the newest checkpoint in `dir`, if any.
+  // Path of the newest checkpoint in `dir`, if any. Throws DataError for a checkpoint file name whose
+  // epoch number is out of range.
   static std::optional<std::string> latest(const std::string& dir);
 
  private:

@@ -6,6 +6,8 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "runtime/comm/communicator.h"
@@ -14,8 +16,11 @@
 #include "runtime/log/run_logger.h"
 #include "runtime/reduce/grad_reducer.h"
 #include "runtime/train/loss_scaler.h"
+#include "runtime/train/checkpoint.h"
 #include "runtime/train/metrics.h"
 #include "runtime/train/workload.h"
+#include "runtime/util/activity.h"
+#include "runtime/util/error.h"
 
 namespace torch::optim {
 class Optimizer;
@@ -36,13 +41,23 @@ class Trainer final {
  public:
   // Local: builds the model and optimizer on `device` and loads the data there (uploaded once; batches
   // are gathered on the device). Throws DataError/ConfigError; nothing collective happens here, so the
-  // caller can agree on failure across ranks before run().
+  // caller can agree on failure across ranks before restore() and run(). `activity`, if given, is kept
+  // up to date with the phase, epoch and step (for the heartbeat and error records).
   Trainer(const TrainConfig& config, const Workload& workload, Communicator& comm, RunLogger& logger,
-          ReducerFactory make_reducer, c10::Device device = c10::Device(c10::DeviceType::CPU));
+          ReducerFactory make_reducer, c10::Device device = c10::Device(c10::DeviceType::CPU),
+          Activity* activity = nullptr);
   ~Trainer();
 
-  // Collective: resumes if configured, makes the replicas identical, trains the remaining epochs.
-  // `info` is completed with the data facts and logged as the run start.
+  // Collective: with checkpoint.resume, loads the newest checkpoint of checkpoint.dir on every rank.
+  // Throws DataError, the same on every rank, for an unusable checkpoint, so the caller can agree on it
+  // and exit on every rank without aborting. Without it, run() starts at epoch 1.
+  void restore();
+
+  // Collective: makes the replicas identical and trains the remaining epochs; when a restored run has
+  // already reached train.epochs, reports its final metrics from the checkpoint instead. `info` is
+  // completed with the data facts and logged as the run start. A NaN or infinite loss or gradient
+  // throws NonFiniteError at the same step on every rank (train.on_nonfinite: stop), or skips that
+  // optimizer step on every rank (skip-step); no checkpoint with non-finite values is written.
   TrainResult run(RunInfo info);
 
   Model& model() { return *model_; }
@@ -51,8 +66,12 @@ class Trainer final {
  private:
   MetricTotals train_epoch(int64_t epoch, GradReducer& reducer, EpochStats& stats);
   MetricTotals evaluate();
-  // One optimizer step on the averaged gradients; with fp16, skipped when they overflowed.
-  void optimizer_step();
+  // The optimizer step on the averaged gradients, unless they are not finite and the step is to be
+  // skipped (fp16 overflow, or train.on_nonfinite skip-step). Returns whether it was taken.
+  bool optimizer_step(GradReducer& reducer, int64_t epoch, int64_t step);
+  // The NonFiniteError for steps [first_step, last_step] of `epoch` (one step when they are equal).
+  NonFiniteError non_finite(int64_t epoch, int64_t first_step, int64_t last_step, const std::string& what) const;
+  void set_phase(Phase phase, int64_t epoch, int64_t step = 0);
 
   const TrainConfig config_;
   const Workload& workload_;
@@ -65,6 +84,13 @@ class Trainer final {
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   WorkloadData data_;
   int64_t seed_;
+  Activity* activity_;
+  // CUDA with train.on_nonfinite stop: the epoch's first step whose averaged gradients were not finite
+  // (-1: none), kept on the device so that the step never waits for the host; read at check points.
+  at::Tensor first_nonfinite_step_;
+  int64_t first_epoch_ = 1;
+  std::string resume_note_;
+  std::optional<CheckpointMeta> restored_;
 };
 
 }  // namespace dtrain

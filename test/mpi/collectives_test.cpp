@@ -75,13 +75,19 @@ TEST_CASE("bad collective arguments fail locally, before anything is sent", "[co
   CHECK_THROWS_WITH(comm->broadcast(t, comm->world_size()), Catch::Matchers::Contains("out of range"));
 }
 
-TEST_CASE("ranks agree on the first error", "[bootstrap][mpi]") {
+TEST_CASE("ranks agree on the first error and its exit status", "[bootstrap][mpi]") {
   MpiSession& session = test::session();
-  CHECK(session.first_error("", 60).empty());
+  const WaitOptions wait{60.0, nullptr, {}};
+  CHECK_FALSE(session.first_error(Failure{}, wait).failed());
   const int last = session.world_size() - 1;
-  const std::string error = session.first_error(session.rank() == last ? "disk full" : "", 60);
-  CHECK(error == "[rank " + std::to_string(last) + "/" + std::to_string(session.world_size()) + "] disk full");
-  CHECK(session.first_error("bad config", 60) == "bad config");  // rank 0's message, unprefixed
+  const Failure local = session.rank() == last ? Failure{kExitIo, "disk full"} : Failure{};
+  const Failure agreed = session.first_error(local, wait);
+  CHECK(agreed.message == "[rank " + std::to_string(last) + "/" + std::to_string(session.world_size()) + "] disk full");
+  CHECK(agreed.exit_code == kExitIo);
+  // Every rank failing: the lowest rank's error wins, rank 0's message unprefixed.
+  const Failure everyone = session.first_error(Failure{kExitConfig + session.rank(), "bad config"}, wait);
+  CHECK(everyone.message == "bad config");
+  CHECK(everyone.exit_code == kExitConfig);
   CHECK(session.local_world_size() >= 1);
   CHECK(session.hostnames().size() == static_cast<size_t>(session.world_size()));
 }

@@ -14,7 +14,7 @@ namespace dtrain::test {
 MpiSession& session();  // defined in mpi_test_main.cpp
 
 inline std::unique_ptr<MpiCommunicator> make_mpi_comm() {
-  return std::make_unique<MpiCommunicator>(session(), /*timeout_s=*/120.0);
+  return std::make_unique<MpiCommunicator>(session(), WaitOptions{120.0, nullptr, {}});
 }
 
 // Collective: true on every rank iff `ok` holds on every rank.

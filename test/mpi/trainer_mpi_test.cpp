@@ -2,7 +2,12 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "runtime/comm/local_communicator.h"
+#include "runtime/data/distributed_sampler.h"
+#include "runtime/util/error.h"
 #include "runtime/train/trainer.h"
 #include "test/mpi/mpi_test_support.h"
 #include "test/support/params.h"
@@ -79,4 +84,53 @@ TEST_CASE("a checkpoint from W ranks resumes on 1 rank with the same global batc
     ok = difference < 1e-5;
   }
   CHECK(test::all_ranks(*comm, ok));
+}
+
+namespace {
+
+// The 1-based step of `epoch` in which training sample `sample` is trained, on whichever rank holds it.
+int64_t global_step_holding(int64_t sample, const TrainConfig& config, int64_t train_samples, int world, int64_t epoch) {
+  for (int rank = 0; rank < world; ++rank) {
+    const DistributedSampler sampler(train_samples, rank, world, static_cast<uint64_t>(config.train.seed));
+    const std::vector<int64_t> order = sampler.indices(epoch);
+    const auto at = std::find(order.begin(), order.end(), sample);
+    if (at != order.end()) return (at - order.begin()) / config.train.batch_size + 1;
+  }
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("a NaN loss on one rank stops every rank at the same step", "[train][nonfinite][mpi]") {
+  auto comm = test::make_mpi_comm();
+  test::TempDir dir;
+  TrainConfig config = test::tiny_config(dir.path());
+  test::TinyOptions options;
+  options.nan_train_samples = {37};  // on one rank only: the sampler deals each sample to one rank
+  std::string error = "no NonFiniteError";
+  try {
+    test::train_run(config, *test::make_tiny_workload(options), *comm);
+  } catch (const NonFiniteError& e) {
+    error = e.what();
+  }
+  const int64_t step = global_step_holding(37, config, options.train_samples, comm->world_size(), 1);
+  CHECK_THAT(error, Catch::Matchers::Contains("epoch 1, step " + std::to_string(step) + ":"));
+  at::Tensor text = at::zeros({512}, at::kByte);
+  std::memcpy(text.data_ptr(), error.data(), std::min<size_t>(error.size(), 512));
+  CHECK(test::same_as_root(*comm, text));  // the same error, at the same step, on every rank
+}
+
+TEST_CASE("a NaN loss on one rank makes every rank skip the same step", "[train][nonfinite][mpi]") {
+  auto comm = test::make_mpi_comm();
+  test::TempDir dir;
+  TrainConfig config = test::tiny_config(dir.path());
+  config.train.on_nonfinite = NonFinitePolicy::kSkipStep;
+  test::TinyOptions options;
+  options.nan_train_samples = {37};
+  const test::TrainRun run = test::train_run(config, *test::make_tiny_workload(options), *comm);
+  REQUIRE(run.result.epochs.size() == 2);
+  CHECK(run.result.epochs[0].skipped_steps == 1);
+  CHECK(run.result.epochs[1].skipped_steps == 1);
+  CHECK(at::isfinite(run.params).all().item<bool>());
+  CHECK(test::same_as_root(*comm, run.params));  // the replicas stayed identical: all skipped together
 }

@@ -33,7 +33,7 @@ int cuda_devices() {
 
 std::unique_ptr<NcclCommunicator> make_nccl_comm(NcclOptions options = {}) {
   options.device = test::session().local_rank() % std::max(1, cuda_devices());
-  if (options.timeout_s == NcclOptions{}.timeout_s) options.timeout_s = 120.0;
+  if (options.wait.timeout_s == 0.0) options.wait.timeout_s = 120.0;
   return std::make_unique<NcclCommunicator>(test::session(), options);
 }
 
@@ -136,7 +136,7 @@ TEST_CASE("a collective that outlives the timeout aborts the communicator and re
   std::mutex mutex;
   std::string fatal;
   NcclOptions options;
-  options.timeout_s = 0.5;
+  options.wait.timeout_s = 0.5;
   options.compute_stream = [held] { return static_cast<void*>(held); };
   options.on_fatal = [&](const std::string& message) {
     std::lock_guard<std::mutex> lock(mutex);

@@ -4,6 +4,8 @@
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
 
+#include <cmath>
+
 #include "runtime/data/synthetic.h"
 
 namespace dtrain::test {
@@ -11,10 +13,10 @@ namespace {
 
 class TinyNet final : public Model {
  public:
-  explicit TinyNet(double dropout)
-      : fc1_(register_module("fc1", torch::nn::Linear(8, 16))),
+  TinyNet(double dropout, int64_t hidden)
+      : fc1_(register_module("fc1", torch::nn::Linear(8, hidden))),
         dropout_(register_module("dropout", torch::nn::Dropout(dropout))),
-        fc2_(register_module("fc2", torch::nn::Linear(16, 4))) {}
+        fc2_(register_module("fc2", torch::nn::Linear(hidden, 4))) {}
 
   at::Tensor forward(const at::Tensor& inputs) override {
     return at::log_softmax(fc2_->forward(dropout_->forward(at::relu(fc1_->forward(inputs)))), 1);
@@ -30,11 +32,15 @@ class TinyWorkload final : public Workload {
  public:
   explicit TinyWorkload(TinyOptions options) : options_(options) {}
   std::string name() const override { return "tiny"; }
-  std::shared_ptr<Model> make_model() const override { return std::make_shared<TinyNet>(options_.dropout); }
+  std::shared_ptr<Model> make_model() const override {
+    return std::make_shared<TinyNet>(options_.dropout, options_.hidden);
+  }
   WorkloadData load_data(const DataOptions&, uint64_t seed) const override {
     WorkloadData data;
     data.train = make_synthetic_dataset({{8}, 4, options_.train_samples, 1.0}, seed, seed + 1);
     data.test = make_synthetic_dataset({{8}, 4, options_.test_samples, 1.0}, seed, seed + 2);
+    for (int64_t i : options_.nan_train_samples) data.train.inputs[i].fill_(std::nan(""));
+    if (options_.nan_test_inputs) data.test.inputs.fill_(std::nan(""));
     data.description = "tiny synthetic";
     return data;
   }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "runtime/config/config.h"
 #include "runtime/train/workload.h"
@@ -12,6 +13,9 @@ struct TinyOptions {
   double dropout = 0.0;  // > 0 exercises the per-epoch RNG reseeding on resume
   int64_t train_samples = 256;
   int64_t test_samples = 64;
+  int64_t hidden = 16;   // width of the hidden layer (another width: a model a checkpoint does not fit)
+  std::vector<int64_t> nan_train_samples;  // training samples whose inputs are NaN
+  bool nan_test_inputs = false;            // every test input NaN
 };
 
 std::unique_ptr<Workload> make_tiny_workload(TinyOptions options = {});

@@ -28,6 +28,7 @@ inline TrainRun train_run(const TrainConfig& config, const Workload& workload, C
   std::ostringstream console;
   RunLogger logger(config.log, comm.is_root(), config.workload, console);
   Trainer trainer(config, workload, comm, logger, make_reducer, device);
+  trainer.restore();
   TrainRun run;
   run.result = trainer.run(RunInfo{});
   run.params = flat_params(trainer.model());

@@ -133,6 +133,13 @@ TEST_CASE("counts are bounded so that products with the world size cannot overfl
   CHECK(parse({"--batch-size", "1073741824"}).config.train.batch_size == 1073741824);
 }
 
+TEST_CASE("the non-finite policy is stop by default, skip-step on request", "[config]") {
+  CHECK(parse({}).config.train.on_nonfinite == NonFinitePolicy::kStop);
+  CHECK(parse({"--on-nonfinite", "skip-step"}).config.train.on_nonfinite == NonFinitePolicy::kSkipStep);
+  CHECK(from_yaml("train:\n  on_nonfinite: skip-step\n").train.on_nonfinite == NonFinitePolicy::kSkipStep);
+  CHECK_THAT(error_of([] { parse({"--on-nonfinite", "ignore"}); }), Contains("one of stop|skip-step, got 'ignore'"));
+}
+
 TEST_CASE("malformed YAML structure is a plain sentence, not a parser type error", "[config]") {
   CHECK_THAT(error_of([] { from_yaml("? [a, b]\n: 1\n"); }),
              Contains("run.yaml: a list is used as a key; keys are plain names"));
@@ -143,6 +150,23 @@ TEST_CASE("malformed YAML structure is a plain sentence, not a parser type error
   test::TempDir dir;
   CHECK_THAT(error_of([&] { parse({"--config", dir.path()}); }),
              Contains("--config '" + dir.path() + "' is a directory; expected a YAML file"));
+}
+
+TEST_CASE("output directories are checked at start-up without creating them", "[config]") {
+  test::TempDir dir;
+  auto validate = [](std::vector<std::string> args) {
+    const CommandLine cmd = parse(std::move(args));
+    validate_output_dirs(cmd.config, cmd.sources);
+  };
+  std::ofstream(dir.file("plain-file")) << "x";
+  CHECK_THAT(error_of([&] { validate({"--checkpoint-dir", dir.file("plain-file"), "--log-dir", dir.file("logs")}); }),
+             Contains("checkpoint.dir (from --checkpoint-dir) '" + dir.file("plain-file") + "' exists but is not a directory"));
+  CHECK_THAT(error_of([&] { validate({"--log-dir", dir.file("plain-file") + "/sub"}); }),
+             Contains("cannot create log.dir (from --log-dir) '" + dir.file("plain-file") + "/sub'"));
+  // Checkpoints off: their directory does not matter.
+  CHECK(error_of([&] { validate({"--checkpoint-dir", dir.file("plain-file"), "--checkpoint=false", "--log-dir",
+                                 dir.file("a/b")}); }) == "no error");
+  CHECK_FALSE(std::filesystem::exists(dir.file("a")));
 }
 
 TEST_CASE("cross-field rules name both keys and their sources", "[config]") {

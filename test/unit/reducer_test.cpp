@@ -3,6 +3,9 @@
 #include <ATen/ATen.h>
 #include <torch/nn/modules/linear.h>
 
+#include <cmath>
+#include <limits>
+
 #include "runtime/comm/local_communicator.h"
 #include "runtime/reduce/bucketed_reducer.h"
 #include "runtime/util/error.h"
@@ -126,4 +129,24 @@ TEST_CASE("misusing the reducer is an error, not silent corruption", "[reduce]")
                     Catch::Matchers::Contains("backward ran without prepare_backward()"));
   model->parameters()[0].mutable_grad() = at::zeros_like(model->parameters()[0]);
   CHECK_THROWS_WITH(reducer.prepare_backward(true), Catch::Matchers::Contains("had its .grad replaced"));
+}
+
+TEST_CASE("the reducer tells finite gradients from NaN and inf, however large they are", "[reduce][nonfinite]") {
+  auto workload = test::make_tiny_workload();
+  auto model = workload->make_model();
+  LocalCommunicator comm;
+  BucketedReducer reducer(model->parameters(), model->buffers(), comm, ReducerOptions{BucketOptions{256, 128}});
+  REQUIRE(reducer.buckets().size() > 1);
+  CHECK(reducer.all_finite().item<bool>());  // zero gradients
+  at::NoGradGuard no_grad;
+  at::Tensor last = model->parameters().back().grad();
+  // Finite values whose float sum overflows to inf are still finite gradients.
+  for (const auto& p : model->parameters()) p.grad().fill_(3e38);
+  CHECK(reducer.all_finite().item<bool>());
+  last.view(-1)[0] = std::nan("");
+  CHECK_FALSE(reducer.all_finite().item<bool>());
+  last.view(-1)[0] = -std::numeric_limits<float>::infinity();
+  CHECK_FALSE(reducer.all_finite().item<bool>());
+  reducer.zero_grad();
+  CHECK(reducer.all_finite().item<bool>());
 }

@@ -1,0 +1,19 @@
+// How a rank waits for a collective: how long, where it records that it is waiting, and who explains a
+// wait that timed out (which peer is stuck, and where it was). No MPI types, so any layer can fill it.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "runtime/util/activity.h"
+
+namespace dtrain {
+
+struct WaitOptions {
+  double timeout_s = 0.0;  // from comm.timeout_s; a wait longer than this throws CommError
+  Activity* activity = nullptr;  // marks the wait for the heartbeat; may be null
+  // Appended to a timeout's message, e.g. Heartbeat::diagnose(). May be empty.
+  std::function<std::string()> explain_stall;
+};
+
+}  // namespace dtrain

@@ -1,0 +1,109 @@
+#include "runtime/util/file_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "runtime/util/error.h"
+
+namespace dtrain {
+namespace fs = std::filesystem;
+namespace {
+
+[[noreturn]] void throw_io(const std::string& what, const std::string& path, int code) {
+  throw IoError("cannot " + what + " '" + path + "': " + errno_text(code));
+}
+
+// write(2) until everything is written; a short write is retried, a failed one reported with errno.
+void write_all(int fd, const std::string& bytes, const std::string& path) {
+  size_t written = 0;
+  while (written < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_io("write", path, errno);
+    }
+    written += static_cast<size_t>(n);
+  }
+}
+
+void sync_directory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return;  // the rename is done; a directory that cannot be opened only loses durability
+  ::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace
+
+std::string errno_text(int code) { return std::strerror(code); }
+
+void write_file_atomically(const std::string& path, const std::string& bytes) {
+  const std::string temp = path + ".tmp";
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw_io("create", temp, errno);
+  try {
+    write_all(fd, bytes, temp);
+    // The data must be on disk before the rename makes it the file of record; on filesystems with
+    // delayed allocation a full disk shows up only here.
+    if (::fsync(fd) != 0) throw_io("write", temp, errno);
+  } catch (...) {
+    ::close(fd);
+    ::unlink(temp.c_str());
+    throw;
+  }
+  if (::close(fd) != 0) {
+    const int code = errno;
+    ::unlink(temp.c_str());
+    throw_io("write", temp, code);
+  }
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    const int code = errno;
+    ::unlink(temp.c_str());
+    throw IoError("cannot rename '" + temp + "' to '" + path + "': " + errno_text(code));
+  }
+  sync_directory(fs::path(path).parent_path().empty() ? "." : fs::path(path).parent_path().string());
+}
+
+AppendFile::AppendFile(std::string path) : path_(std::move(path)) {
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw_io("open", path_, errno);
+}
+
+AppendFile::~AppendFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void AppendFile::append(const std::string& text) { write_all(fd_, text, path_); }
+
+void AppendFile::sync() {
+  if (::fsync(fd_) != 0) throw_io("write", path_, errno);
+}
+
+void check_output_directory(const std::string& dir, const std::string& key) {
+  const std::string subject = key + " '" + dir + "'";
+  std::error_code ec;
+  // The directory, or the nearest ancestor that exists (where it would be created).
+  fs::path existing = fs::absolute(dir, ec);
+  while (!fs::exists(fs::symlink_status(existing, ec)) && existing.has_relative_path()) existing = existing.parent_path();
+  if (!fs::is_directory(existing, ec)) {
+    if (existing == fs::absolute(dir, ec)) throw ConfigError(subject + " exists but is not a directory; give a directory path");
+    throw ConfigError("cannot create " + subject + ": '" + existing.string() + "' is not a directory");
+  }
+  // Permission bits are not the answer for root or on read-only mounts: create a file and remove it.
+  const std::string probe = (existing / (".dtrain-write-test-" + std::to_string(::getpid()))).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    const std::string reason = errno_text(errno);
+    if (existing == fs::absolute(dir, ec)) throw ConfigError("cannot create files in " + subject + ": " + reason);
+    throw ConfigError("cannot create " + subject + " in '" + existing.string() + "': " + reason);
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+}  // namespace dtrain

@@ -1,0 +1,278 @@
+#!/usr/bin/python3
+"""Runs dtrain on a corpus of bad inputs: flags, YAML files, dataset files and checkpoint files. Every case
+states the exit status it must end with and a piece of the message it must print; none may crash (signal,
+`terminate called`, a LibTorch backtrace), hang (60 s limit) or print a library's internal wording
+(`stoll`, `bad conversion`, `basic_string`). A few cases run on 2 ranks, where the message must appear
+exactly once and the job must not be aborted.
+
+Usage: bad_inputs.py DTRAIN MPIEXEC [MPIEXEC_FLAGS]
+"""
+import concurrent.futures
+import gzip
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+CONFIG, DATA = 2, 3  # dtrain's exit statuses for configuration and data errors (docs/failures.md)
+CPU = ["--device", "cpu", "--backend", "mpi"]
+FAST = ["--synthetic", "--max-steps", "1", "--epochs", "1", "--progress-bar=false"]
+FORBIDDEN = ["terminate called", "Segmentation fault", "Aborted", "stoll", "stoi", "bad conversion",
+             "basic_string", "Exception raised from", "std::", "what():"]
+
+
+def idx(dims, payload=None, kind=0x08, magic=b"\x00\x00"):
+    header = magic + bytes([kind, len(dims)]) + b"".join(struct.pack(">I", d) for d in dims)
+    size = 1
+    for d in dims:
+        size *= d
+    return header + (bytes(i % 10 for i in range(size)) if payload is None else payload)
+
+
+def mnist_dir(root, name, images=None, labels=None, test_images=None, test_labels=None):
+    """A data directory in torchvision's raw layout; defaults are valid 2-sample splits."""
+    path = os.path.join(root, name)
+    os.makedirs(path, exist_ok=True)
+    files = {
+        "train-images-idx3-ubyte": idx([2, 28, 28]) if images is None else images,
+        "train-labels-idx1-ubyte": idx([2]) if labels is None else labels,
+        "t10k-images-idx3-ubyte": idx([2, 28, 28]) if test_images is None else test_images,
+        "t10k-labels-idx1-ubyte": idx([2]) if test_labels is None else test_labels,
+    }
+    for name_, data in files.items():
+        if data is not False:
+            with open(os.path.join(path, name_), "wb") as f:
+                f.write(data)
+    return path
+
+
+def write(root, name, content, mode="w"):
+    path = os.path.join(root, name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, mode) as f:
+        f.write(content)
+    return path
+
+
+def cases(root, checkpoint):
+    """(name, dtrain arguments, exit status, message piece, ranks)."""
+    c = []
+
+    def add(name, args, status, message, ranks=1):
+        c.append((name, args, status, message, ranks))
+
+    # --- flags: every kind of value, wrong -------------------------------------------------------
+    for flag, key in [("epochs", "train.epochs"), ("batch-size", "train.batch_size"),
+                      ("eval-batch-size", "train.eval_batch_size"), ("lr-step-epochs", "train.lr_step_epochs")]:
+        add(f"--{flag} zero", [f"--{flag}", "0"], CONFIG,
+            f"--{flag} ({key}) must be an integer in [1, 1073741824], got '0'")
+        add(f"--{flag} not a number", [f"--{flag}", "two"], CONFIG, f"--{flag} ({key}) must be an integer")
+        add(f"--{flag} beyond int64", [f"--{flag}", "99999999999999999999"], CONFIG, "got '99999999999999999999'")
+        add(f"--{flag} fraction", [f"--{flag}", "2.5"], CONFIG, "got '2.5'")
+    add("--batch-size that overflows with the world size", ["--batch-size", "4611686018427387904"], CONFIG,
+        "must be an integer in [1, 1073741824], got '4611686018427387904'")
+    add("--batch-size empty", ["--batch-size="], CONFIG, "--batch-size (train.batch_size) must be an integer")
+    add("--batch-size hex", ["--batch-size", "0x40"], CONFIG, "got '0x40'")
+    add("--batch-size with spaces", ["--batch-size", " 64"], CONFIG, "got ' 64'")
+    add("--seed negative", ["--seed", "-1"], CONFIG, "--seed (train.seed) must be an integer >= 0, got '-1'")
+    add("--max-steps negative", ["--max-steps", "-3"], CONFIG, "--max-steps (train.max_steps) must be an integer")
+    add("--accumulate zero", ["--accumulate", "0"], CONFIG, "must be an integer in [1, 1024], got '0'")
+    add("--accumulate too many", ["--accumulate", "1025"], CONFIG, "must be an integer in [1, 1024], got '1025'")
+    add("--threads negative", ["--threads", "-1"], CONFIG, "--threads (train.threads) must be an integer in [0, 1024]")
+    add("--log-interval negative", ["--log-interval", "-10"], CONFIG, "--log-interval (log.interval)")
+    add("--checkpoint-keep negative", ["--checkpoint-keep", "-1"], CONFIG, "--checkpoint-keep (checkpoint.keep)")
+    for value in ["0", "-0.1", "nan", "inf", "-inf", "1e400", "fast", ""]:
+        add(f"--lr {value!r}", [f"--lr={value}"], CONFIG, f"--lr (train.lr) must be a number > 0, got '{value}'")
+    add("--momentum above 1", ["--momentum", "1.5"], CONFIG, "--momentum (train.momentum) must be a number >= 0 and <= 1")
+    add("--momentum negative", ["--momentum", "-0.1"], CONFIG, "got '-0.1'")
+    add("--lr-gamma zero", ["--lr-gamma", "0"], CONFIG, "--lr-gamma (train.lr_gamma) must be a number > 0 and <= 1")
+    add("--bucket-mb zero", ["--bucket-mb", "0"], CONFIG, "--bucket-mb (comm.bucket_mb) must be a number > 0")
+    add("--bucket-mb too large", ["--bucket-mb", "5000"], CONFIG, "<= 4096, got '5000'")
+    add("--first-bucket-mb zero", ["--first-bucket-mb", "0"], CONFIG, "--first-bucket-mb (comm.first_bucket_mb)")
+    add("--comm-timeout-s zero", ["--comm-timeout-s", "0"], CONFIG, "--comm-timeout-s (comm.timeout_s) must be a number > 0")
+    add("--comm-timeout-s beyond any run", ["--comm-timeout-s", "1e7"], CONFIG, "<= 1000000, got '1e7'")
+    for flag, choices in [("optimizer", "adadelta|sgd"), ("precision", "fp32|bf16|fp16"), ("backend", "auto|mpi|nccl"),
+                          ("device", "auto|cpu|cuda"), ("compress", "none|bf16"), ("log-format", "katib|pytorch"),
+                          ("on-nonfinite", "stop|skip-step")]:
+        add(f"--{flag} unknown", [f"--{flag}", "bogus"], CONFIG, f"must be one of {choices}, got 'bogus'")
+    add("--optimizer wrong case", ["--optimizer", "SGD"], CONFIG, "must be one of adadelta|sgd, got 'SGD'")
+    for flag in ["synthetic", "resume", "progress-bar", "checkpoint"]:
+        add(f"--{flag}=maybe", [f"--{flag}=maybe"], CONFIG, "must be true or false, got 'maybe'")
+    add("--workload empty", ["--workload="], CONFIG, "--workload (workload) must be a non-empty string, got ''")
+    add("--workload unknown", ["--workload", "mnsit"], CONFIG, "unknown workload 'mnsit'; available: mnist")
+    add("--log-dir empty", ["--log-dir="], CONFIG, "--log-dir (log.dir) must be a non-empty string")
+    add("--checkpoint-dir empty", ["--checkpoint-dir="], CONFIG, "--checkpoint-dir (checkpoint.dir) must be a non-empty string")
+    add("unknown flag", ["--bach-size", "3"], CONFIG, "bach-size")
+    add("stray argument", ["mnist"], CONFIG, "unexpected argument 'mnist'; dtrain takes only --flags")
+    add("flag without its value", ["--epochs"], CONFIG, "epochs")
+    add("--config missing", ["--config", os.path.join(root, "nope.yaml")], CONFIG,
+        f"cannot read config file '{root}/nope.yaml': No such file or directory")
+    add("--config a directory", ["--config", root], CONFIG, f"--config '{root}' is a directory; expected a YAML file")
+    add("--synthetic with --data-dir", ["--synthetic", "--data-dir", root], CONFIG,
+        "data.synthetic (from --synthetic) and data.dir (from --data-dir) are both set")
+    add("first bucket above bucket", ["--bucket-mb", "1", "--first-bucket-mb", "2"], CONFIG,
+        "comm.first_bucket_mb (from --first-bucket-mb) must not exceed comm.bucket_mb")
+    add("--resume without checkpoints", ["--resume", "--checkpoint=false"], CONFIG,
+        "checkpoint.resume (from --resume) needs checkpoints, but checkpoint.enabled (from --checkpoint) is false")
+    add("fp16 on the CPU", ["--precision", "fp16"], CONFIG, "'fp16' needs comm.device 'cuda'")
+
+    # --- YAML -------------------------------------------------------------------------------------
+    def yaml(name, text, message, status=CONFIG, mode="w"):
+        path = write(root, f"yaml/{name}.yaml", text, mode)
+        add(f"YAML: {name}", ["--config", path] + FAST, status, message.replace("PATH", path))
+
+    yaml("invalid syntax", "train: {epochs: 3\n", "PATH: not valid YAML")
+    yaml("top-level list", "- train\n- comm\n", "PATH: expected a mapping of keys at the top level")
+    yaml("top-level scalar", "42\n", "expected a mapping of keys at the top level (such as 'train: {epochs: 3}'), got a value")
+    yaml("unknown section", "trian:\n  epochs: 3\n", "PATH: unknown key 'trian'")
+    yaml("unknown key", "train:\n  bach_size: 3\n", "PATH: unknown key 'train.bach_size'; known keys in 'train':")
+    yaml("unknown nested key", "comm:\n  nccl:\n    rings: 2\n", "PATH: unknown key 'comm.nccl'")
+    yaml("list for a value", "train:\n  epochs: [1, 2]\n", "PATH: train.epochs must be a single value (INT), got a list")
+    yaml("null value", "train:\n  epochs:\n", "train.epochs must be a single value (INT), got a null")
+    yaml("mapping for a value", "train:\n  lr: {value: 1}\n", "train.lr must be a single value (FLOAT), got a mapping")
+    yaml("section given a value", "train: 3\n", "PATH: unknown key 'train'")
+    yaml("list as a key", "? [a, b]\n: 1\n", "PATH: a list is used as a key; keys are plain names")
+    yaml("mapping as a key", "train:\n  ? {x: 1}\n  : 2\n", "a mapping is used as a key in 'train'")
+    yaml("key set twice", "train:\n  epochs: 2\n  epochs: 3\n", "PATH: train.epochs is set twice")
+    yaml("word for a number", "train:\n  epochs: two\n", "PATH: train.epochs must be an integer in [1, 1073741824], got 'two'")
+    yaml("negative batch", "train:\n  batch_size: -4\n", "PATH: train.batch_size must be an integer in [1, 1073741824], got '-4'")
+    yaml("yes for a boolean", "data:\n  synthetic: yes\n", "PATH: data.synthetic must be true or false, got 'yes'")
+    yaml("unknown enum", "train:\n  optimizer: adam\n", "must be one of adadelta|sgd, got 'adam'")
+    yaml("tab indentation", "train:\n\tepochs: 2\n", "PATH: not valid YAML")
+    yaml("binary garbage", b"\x00\xff\xfe\x01\x02garbage\x9c", "PATH:", mode="wb")
+    yaml("cross-field conflict", "data:\n  synthetic: true\n  dir: /data\n",
+         "and data.dir (from PATH) are both set")
+
+    # --- dataset files (the mnist workload reads MNIST-format IDX files) ---------------------------
+    def data(name, message, **files):
+        path = mnist_dir(root, "data/" + name, **files)
+        add(f"data: {name}", ["--data-dir", path, "--max-steps", "1", "--checkpoint=false"], DATA,
+            message.replace("DIR", path))
+
+    add("data: directory missing", ["--data-dir", os.path.join(root, "absent")], DATA,
+        f"MNIST-format train files not found in data.dir '{root}/absent'")
+    add("data: a file, not a directory", ["--data-dir", write(root, "data/plain-file", "x")], DATA,
+        "MNIST-format train files not found in data.dir")
+    data("labels missing", "MNIST-format train files not found", labels=False)
+    data("test split missing", "MNIST-format t10k files not found", test_images=False)
+    data("not IDX", "is not an IDX file: magic number 0x6e6f7420, expected 0x00000803", images=b"not an idx file")
+    data("wrong element type", "has element type 0x0d, expected 0x08 (unsigned byte)", images=idx([2, 28, 28], kind=0x0D))
+    data("float elements", "has element type 0x0e, expected 0x08", labels=idx([2], kind=0x0E))
+    data("wrong dimensions", "has 2 dimensions, expected 3", images=idx([56, 28]))
+    data("empty file", "is truncated: 0 bytes, shorter than the 4-byte magic number", images=b"")
+    data("header cut short", "is truncated: header needs 16 bytes, file has 10", images=idx([2, 28, 28])[:10])
+    data("payload cut short", "is truncated: header promises 1568 data bytes, file has 1000", images=idx([2, 28, 28])[:1016])
+    data("payload too long", "is longer than its header says", labels=idx([2]) + b"\x01")
+    data("dimensions overflow", "dimensions multiply beyond any file size", images=idx([4294967295] * 3, payload=b""))
+    data("counts disagree", "holds 2 images but", labels=idx([3]))
+    data("wrong image size", "holds 32x32 images, the mnist workload expects 28x28", images=idx([2, 32, 32]))
+    data("label out of range", "holds label 12, expected classes 0..9", labels=idx([2], payload=bytes([3, 12])))
+    data("no images", "loaded an empty dataset (0 train", images=idx([0, 28, 28]), labels=idx([0]))
+    gz_dir = mnist_dir(root, "data/corrupt gzip", images=False)
+    write(gz_dir, "train-images-idx3-ubyte.gz", b"\x1f\x8b\x08\x00" + b"\x00" * 6 + b"garbage", "wb")
+    add("data: corrupt gzip", ["--data-dir", gz_dir, "--max-steps", "1"], DATA, "train-images-idx3-ubyte.gz")
+    cut_dir = mnist_dir(root, "data/truncated gzip", images=False)
+    write(cut_dir, "train-images-idx3-ubyte.gz", gzip.compress(idx([2, 28, 28]))[:40], "wb")
+    add("data: truncated gzip", ["--data-dir", cut_dir, "--max-steps", "1"], DATA, "truncated")
+    add("data: not IDX, on 2 ranks", ["--data-dir", os.path.join(root, "data/not IDX")], DATA,
+        "is not an IDX file", ranks=2)
+
+    # --- checkpoint files (`checkpoint` is a real one, of an sgd run) -------------------------------
+    def ckpt(name, files, message, extra=(), status=DATA, ranks=1):
+        path = os.path.join(root, "ck", name)
+        os.makedirs(path, exist_ok=True)
+        for file_name, content in files.items():
+            if isinstance(content, str) and os.path.isfile(content):
+                shutil.copy(content, os.path.join(path, file_name))
+            else:
+                write(path, file_name, content, "wb" if isinstance(content, bytes) else "w")
+        add(f"checkpoint: {name}", FAST + ["--resume", "--checkpoint-dir", path, "--optimizer", "sgd"] + list(extra),
+            status, message.replace("DIR", path), ranks)
+
+    good = {"checkpoint-epoch-000001.pt": checkpoint}
+    with open(checkpoint, "rb") as f:
+        real = f.read()
+    ckpt("text file", {"checkpoint-epoch-000001.pt": "not a checkpoint"}, "is corrupt or not a dtrain checkpoint")
+    ckpt("empty file", {"checkpoint-epoch-000001.pt": b""}, "is corrupt or not a dtrain checkpoint")
+    ckpt("cut in half", {"checkpoint-epoch-000001.pt": real[:len(real) // 2]}, "is corrupt or not a dtrain checkpoint")
+    ckpt("gzip file", {"checkpoint-epoch-000001.pt": gzip.compress(b"x" * 100)}, "is corrupt or not a dtrain checkpoint")
+    ckpt("zip without a model", {"checkpoint-epoch-000001.pt": open(shutil.make_archive(
+        os.path.join(root, "some"), "zip", os.path.join(root, "yaml")), "rb").read()}, "is corrupt or not a dtrain checkpoint")
+    ckpt("newest is corrupt", {"checkpoint-epoch-000001.pt": checkpoint, "checkpoint-epoch-000002.pt": "garbage"},
+         "checkpoint 'DIR/checkpoint-epoch-000002.pt' is corrupt")
+    ckpt("other optimizer", good, "holds sgd optimizer state, this run uses adadelta", ["--optimizer", "adadelta"])
+    ckpt("epoch number overflows", {"checkpoint-epoch-99999999999999999999.pt": "x"},
+         "has an epoch number too large for any run")
+    ckpt("corrupt, on 2 ranks", {"checkpoint-epoch-000001.pt": "not a checkpoint"}, "is corrupt or not a dtrain checkpoint",
+         ranks=2)
+    ckpt("other optimizer, on 2 ranks", good, "holds sgd optimizer state, this run uses adadelta",
+         ["--optimizer", "adadelta"], ranks=2)
+    add("checkpoint: directory is a file", FAST + ["--resume", "--checkpoint-dir", write(root, "ck/a-file", "x")], CONFIG,
+        "checkpoint.dir (from --checkpoint-dir) '" + root + "/ck/a-file' exists but is not a directory")
+    add("checkpoint: directory under a file", FAST + ["--checkpoint-dir", root + "/ck/a-file/sub"], CONFIG,
+        "cannot create checkpoint.dir (from --checkpoint-dir) '" + root + "/ck/a-file/sub'")
+    add("log: directory is a file", FAST + ["--log-dir", root + "/ck/a-file"], CONFIG,
+        "log.dir (from --log-dir) '" + root + "/ck/a-file' exists but is not a directory")
+    add("log: directory in /proc", FAST + ["--log-dir", "/proc/dtrain-logs"], CONFIG,
+        "cannot create log.dir (from --log-dir) '/proc/dtrain-logs' in '/proc'")
+    return c
+
+
+def run_case(case, dtrain, mpiexec, mpi_flags, workdir):
+    name, args, status, message, ranks = case
+    command = [dtrain] + CPU + args
+    if ranks > 1:
+        command = [mpiexec, "-np", str(ranks)] + mpi_flags + command
+    try:
+        done = subprocess.run(command, cwd=workdir, capture_output=True, text=True, errors="replace", timeout=60)
+    except subprocess.TimeoutExpired:
+        return f"{name}: no exit within 60 s (hang)"
+    output = done.stdout + done.stderr
+    errors = [line for line in output.splitlines() if "dtrain: error:" in line]
+    problems = []
+    if done.returncode != status:
+        problems.append(f"exit {done.returncode}, expected {status}")
+    if message not in output:
+        problems.append(f"no {message!r} in the output")
+    if len(errors) != 1:
+        problems.append(f"{len(errors)} 'dtrain: error:' lines, expected 1")
+    for word in FORBIDDEN:
+        if word in output:
+            problems.append(f"the output contains {word!r}")
+    if ranks > 1 and "MPI_ABORT" in output:
+        problems.append("the job was aborted although every rank met the same error")
+    if problems:
+        return f"{name}: " + "; ".join(problems) + "\n    " + "\n    ".join(output.strip().splitlines()[-6:])
+    return None
+
+
+def main():
+    dtrain, mpiexec = sys.argv[1], sys.argv[2]
+    mpi_flags = sys.argv[3].split() if len(sys.argv) > 3 else []
+    if os.geteuid() == 0:
+        os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    with tempfile.TemporaryDirectory() as root:
+        workdir = os.path.join(root, "cwd")
+        os.makedirs(workdir)
+        # One real checkpoint to derive the broken ones from.
+        made = subprocess.run([dtrain] + CPU + FAST + ["--optimizer", "sgd", "--eval-batch-size", "5000",
+                                                       "--checkpoint-dir", os.path.join(root, "made"), "--log-dir",
+                                                       os.path.join(root, "made-logs")],
+                              capture_output=True, text=True, timeout=300)
+        checkpoint = os.path.join(root, "made", "checkpoint-epoch-000001.pt")
+        if made.returncode != 0 or not os.path.isfile(checkpoint):
+            print("bad_inputs: could not make the reference checkpoint:\n" + made.stdout + made.stderr)
+            return 1
+        corpus = cases(root, checkpoint)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+            results = list(pool.map(lambda case: run_case(case, dtrain, mpiexec, mpi_flags, workdir), corpus))
+        failures = [r for r in results if r]
+        for case, result in zip(corpus, results):
+            print(("FAIL " + result) if result else f"ok   {case[0]} (exit {case[2]})")
+        print(f"bad_inputs: {len(corpus)} cases, {len(failures)} failed")
+        return 1 if failures else 0
+
+
+sys.exit(main())

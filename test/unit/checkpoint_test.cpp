@@ -1,0 +1,170 @@
+// Checkpoints as a restarted job meets them: a model they do not fit, files of other runs beside them,
+// odd names, and a run that had already finished.
+#include "test/support/catch.h"
+
+#include <ATen/ATen.h>
+#include <torch/serialize/archive.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/comm/local_communicator.h"
+#include "runtime/train/checkpoint.h"
+#include "runtime/train/optimizer_factory.h"
+#include "runtime/util/error.h"
+#include "test/support/params.h"
+#include "test/support/temp_dir.h"
+#include "test/support/tiny_workload.h"
+#include "test/support/train_run.h"
+
+using namespace dtrain;
+using Catch::Matchers::Contains;
+
+namespace {
+
+test::TrainRun train(const TrainConfig& config, const Workload& workload) {
+  LocalCommunicator comm;
+  return test::train_run(config, workload, comm);
+}
+
+std::string data_error(const TrainConfig& config, const Workload& workload) {
+  try {
+    train(config, workload);
+  } catch (const DataError& e) {
+    return e.what();
+  }
+  return "no DataError";
+}
+
+at::Tensor bytes_of(const std::string& text) {
+  at::Tensor t = at::empty({static_cast<int64_t>(text.size())}, at::kByte);
+  std::memcpy(t.data_ptr(), text.data(), text.size());
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint that does not fit the model is rejected before anything is loaded", "[checkpoint]") {
+  test::TempDir dir;
+  TrainConfig config = test::tiny_config(dir.path());
+  config.train.epochs = 1;
+  train(config, *test::make_tiny_workload());
+  config.train.epochs = 2;
+  config.checkpoint.resume = true;
+
+  test::TinyOptions wider;
+  wider.hidden = 32;
+  CHECK_THAT(data_error(config, *test::make_tiny_workload(wider)),
+             Contains("checkpoint-epoch-000001.pt' (workload tiny, world size 1) does not match this tiny model: "
+                      "parameter fc1.weight is [16, 8] Float in the file but [32, 8] Float in the model"));
+
+  // The restore checks first, so the model is left exactly as it was built.
+  auto workload = test::make_tiny_workload(wider);
+  auto model = workload->make_model();
+  const at::Tensor before = test::flat_params(*model);
+  auto optimizer = make_optimizer(config.train, model->parameters());
+  LocalCommunicator comm;
+  CHECK_THROWS_AS(Checkpointer(config.checkpoint, comm).restore(*model, *optimizer, "tiny", "sgd"), DataError);
+  CHECK(at::equal(test::flat_params(*model), before));
+}
+
+TEST_CASE("pruning keeps the checkpoint just written and leaves later epochs alone", "[checkpoint]") {
+  test::TempDir dir;
+  TrainConfig config = test::tiny_config(dir.path());
+  config.train.epochs = 2;
+  config.checkpoint.keep = 1;
+  std::filesystem::create_directories(config.checkpoint.dir);
+  // Another run's newer checkpoint in the same directory.
+  const std::string foreign = config.checkpoint.dir + "/checkpoint-epoch-000009.pt";
+  std::ofstream(foreign) << "another run";
+  const test::TrainRun run = train(config, *test::make_tiny_workload());
+  CHECK(std::filesystem::exists(run.result.epochs.back().checkpoint_path));
+  CHECK_FALSE(std::filesystem::exists(config.checkpoint.dir + "/checkpoint-epoch-000001.pt"));
+  CHECK(std::filesystem::exists(foreign));
+}
+
+TEST_CASE("odd checkpoint names and paths are clear errors", "[checkpoint]") {
+  test::TempDir dir;
+  TrainConfig config = test::tiny_config(dir.path());
+  config.checkpoint.resume = true;
+  std::filesystem::create_directories(config.checkpoint.dir);
+  std::ofstream(config.checkpoint.dir + "/checkpoint-epoch-99999999999999999999.pt") << "x";
+  CHECK_THAT(data_error(config, *test::make_tiny_workload()),
+             Contains("checkpoint-epoch-99999999999999999999.pt' has an epoch number too large for any run"));
+  // Names that only look alike are not checkpoints.
+  std::filesystem::remove(config.checkpoint.dir + "/checkpoint-epoch-99999999999999999999.pt");
+  std::ofstream(config.checkpoint.dir + "/checkpoint-epoch-12ab.pt") << "x";
+  std::ofstream(config.checkpoint.dir + "/checkpoint-epoch-000001.pt.tmp") << "x";
+  CHECK_FALSE(Checkpointer::latest(config.checkpoint.dir).has_value());
+
+  std::filesystem::remove_all(config.checkpoint.dir);
+  std::ofstream(config.checkpoint.dir) << "a file, not a directory";
+  CHECK_THAT(data_error(config, *test::make_tiny_workload()), Contains("' is not a directory"));
+}
+
+TEST_CASE("resuming a finished run reports its final metrics from the checkpoint", "[checkpoint][train]") {
+  test::TempDir dir;
+  TrainConfig config = test::tiny_config(dir.path());
+  config.train.epochs = 2;
+  auto workload = test::make_tiny_workload();
+  const test::TrainRun first = train(config, *workload);
+  const EpochStats& last = first.result.epochs.back();
+
+  config.checkpoint.resume = true;
+  const test::TrainRun again = train(config, *workload);
+  CHECK(again.result.epochs.empty());
+  CHECK(again.result.summary.epochs_run == 0);
+  CHECK(again.result.summary.final_test_accuracy == last.test_accuracy);
+  CHECK(again.result.summary.final_test_loss == last.test_loss);
+  CHECK(at::equal(again.params, first.params));
+  CHECK_THAT(again.console, Contains("epoch 2/2 | train_loss") && Contains("from its checkpoint, nothing left to train"));
+  CHECK_THAT(again.console, Contains("{metricName: accuracy, metricValue: "));
+  char loss[64];
+  std::snprintf(loss, sizeof loss, "{metricName: loss, metricValue: %.4f}", last.test_loss);
+  CHECK_THAT(again.console, Contains(loss));
+
+  // Raising train.epochs trains on from there.
+  config.train.epochs = 3;
+  const test::TrainRun more = train(config, *workload);
+  REQUIRE(more.result.epochs.size() == 1);
+  CHECK(more.result.epochs[0].epoch == 3);
+}
+
+TEST_CASE("a finished run's format-1 checkpoint, which has no metrics, is evaluated again", "[checkpoint][train]") {
+  test::TempDir dir;
+  TrainConfig config = test::tiny_config(dir.path());
+  config.train.epochs = 1;
+  auto workload = test::make_tiny_workload();
+  const test::TrainRun first = train(config, *workload);
+  const EpochStats& last = first.result.epochs.back();
+
+  // Rewrite the checkpoint as dtrain wrote format 1: the same model and optimizer, no metrics.
+  auto model = workload->make_model();
+  auto optimizer = make_optimizer(config.train, model->parameters());
+  LocalCommunicator comm;
+  TrainConfig resume = config;
+  resume.checkpoint.resume = true;
+  Checkpointer(resume.checkpoint, comm).restore(*model, *optimizer, "tiny", "sgd");
+  torch::serialize::OutputArchive archive;
+  archive.write("format_version", at::tensor(int64_t{1}));
+  archive.write("epoch", at::tensor(int64_t{1}));
+  archive.write("seed", at::tensor(config.train.seed));
+  archive.write("world_size", at::tensor(int64_t{1}));
+  archive.write("workload", bytes_of("tiny"));
+  archive.write("optimizer_name", bytes_of("sgd"));
+  torch::serialize::OutputArchive model_archive;
+  model->save(model_archive);
+  archive.write("model", model_archive);
+  torch::serialize::OutputArchive optimizer_archive;
+  optimizer->save(optimizer_archive);
+  archive.write("optimizer", optimizer_archive);
+  archive.save_to(last.checkpoint_path);
+
+  const test::TrainRun again = train(resume, *workload);
+  CHECK(again.result.epochs.empty());
+  CHECK(again.result.summary.final_test_accuracy == last.test_accuracy);
+  CHECK(again.result.summary.final_test_loss == Approx(last.test_loss).epsilon(1e-6));
+  CHECK_THAT(again.console, Contains("epoch 1/1 | test_loss"));  // no train_loss: format 1 did not keep it
+}

@@ -1,0 +1,63 @@
+// Checked output: a full disk is an IoError naming the file and the system's reason, and an atomic
+// write that fails leaves neither a partial file nor its temporary.
+#include "test/support/catch.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "runtime/util/error.h"
+#include "runtime/util/file_io.h"
+#include "test/support/temp_dir.h"
+
+using namespace dtrain;
+using Catch::Matchers::Contains;
+
+namespace {
+
+std::string contents(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+TEST_CASE("atomic writes replace the file whole and leave no temporary", "[io]") {
+  test::TempDir dir;
+  const std::string path = dir.file("config.yaml");
+  write_file_atomically(path, "first\n");
+  write_file_atomically(path, "second\n");
+  CHECK(contents(path) == "second\n");
+  CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
+}
+
+TEST_CASE("a full disk is an IoError and an atomic write leaves nothing behind", "[io]") {
+  test::TempDir dir;
+  const std::string path = dir.file("checkpoint.pt");
+  write_file_atomically(path, "the good one");
+  // /dev/full answers every write with ENOSPC, as a full filesystem does.
+  REQUIRE(::symlink("/dev/full", (path + ".tmp").c_str()) == 0);
+  CHECK_THROWS_MATCHES(write_file_atomically(path, std::string(1 << 20, 'x')), IoError,
+                       Catch::Matchers::Message("cannot write '" + path + ".tmp': No space left on device"));
+  CHECK_FALSE(std::filesystem::exists(std::filesystem::symlink_status(path + ".tmp")));
+  CHECK(contents(path) == "the good one");
+
+  AppendFile full("/dev/full");
+  CHECK_THROWS_WITH(full.append("{\"event\":\"epoch_end\"}\n"), "cannot write '/dev/full': No space left on device");
+  CHECK_THROWS_WITH(AppendFile(dir.file("missing/events.jsonl")),
+                    Contains("cannot open '" + dir.file("missing/events.jsonl") + "': No such file or directory"));
+}
+
+TEST_CASE("appends reach the file at once", "[io]") {
+  test::TempDir dir;
+  AppendFile log(dir.file("events.jsonl"));
+  log.append("one\n");
+  CHECK(contents(dir.file("events.jsonl")) == "one\n");  // no buffer between the call and the file
+  log.append("two\n");
+  log.sync();
+  CHECK(contents(dir.file("events.jsonl")) == "one\ntwo\n");
+}

@@ -1,0 +1,169 @@
+// NaN and infinite losses and gradients: stop at the step that produced them (default) or skip exactly
+// those steps, and never let a non-finite state reach a checkpoint.
+#include "test/support/catch.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "runtime/comm/local_communicator.h"
+#include "runtime/data/distributed_sampler.h"
+#include "runtime/train/checkpoint.h"
+#include "runtime/train/optimizer_factory.h"
+#include "runtime/util/error.h"
+#include "test/support/temp_dir.h"
+#include "test/support/tiny_workload.h"
+#include "test/support/train_run.h"
+
+using namespace dtrain;
+using Catch::Matchers::Contains;
+
+namespace {
+
+test::TrainRun train(const TrainConfig& config, const Workload& workload) {
+  LocalCommunicator comm;
+  return test::train_run(config, workload, comm);
+}
+
+std::string non_finite_error(const TrainConfig& config, const Workload& workload) {
+  try {
+    train(config, workload);
+  } catch (const NonFiniteError& e) {
+    return e.what();
+  }
+  return "no NonFiniteError";
+}
+
+std::vector<std::string> checkpoint_names(const std::string& dir) {
+  std::vector<std::string> names;
+  if (!std::filesystem::exists(dir)) return names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// The 1-based step of `epoch` whose batch holds training sample `sample` (one rank).
+int64_t step_holding(int64_t sample, const TrainConfig& config, int64_t train_samples, int64_t epoch) {
+  const DistributedSampler sampler(train_samples, 0, 1, static_cast<uint64_t>(config.train.seed));
+  const std::vector<int64_t> order = sampler.indices(epoch);
+  const auto at = std::find(order.begin(), order.end(), sample) - order.begin();
+  return at / config.train.batch_size + 1;
+}
+
+bool all_finite(const at::Tensor& t) { return at::isfinite(t).all().item<bool>(); }
+
+}  // namespace
+
+TEST_CASE("a diverging run stops at its first non-finite step and writes no checkpoint", "[train][nonfinite]") {
+  test::TempDir dir;
+  TrainConfig config = test::tiny_config(dir.path());
+  config.train.lr = 1e30;
+  auto workload = test::make_tiny_workload();
+  // Step 1's gradients are finite; its update makes every later loss NaN.
+  CHECK_THAT(non_finite_error(config, *workload),
+             Contains("epoch 1, step 2: the loss or the averaged gradients are NaN or infinite (train.on_nonfinite: "
+                      "stop); no checkpoint was written for this epoch. Lower the learning rate (1e+30)"));
+  CHECK(checkpoint_names(config.checkpoint.dir).empty());
+}
+
+TEST_CASE("a NaN input stops the run at exactly the step whose batch holds it", "[train][nonfinite]") {
+  test::TempDir dir;
+  TrainConfig config = test::tiny_config(dir.path());
+  test::TinyOptions options;
+  options.nan_train_samples = {37};
+  auto workload = test::make_tiny_workload(options);
+  const int64_t step = step_holding(37, config, options.train_samples, 1);
+  CHECK_THAT(non_finite_error(config, *workload), Contains("epoch 1, step " + std::to_string(step) + ":"));
+}
+
+TEST_CASE("good checkpoints survive a run that diverges after resuming", "[train][nonfinite][checkpoint]") {
+  test::TempDir dir;
+  TrainConfig config = test::tiny_config(dir.path());
+  config.train.epochs = 2;
+  config.checkpoint.keep = 2;
+  auto workload = test::make_tiny_workload();
+  train(config, *workload);
+  REQUIRE(checkpoint_names(config.checkpoint.dir) ==
+          std::vector<std::string>{"checkpoint-epoch-000001.pt", "checkpoint-epoch-000002.pt"});
+
+  TrainConfig diverging = config;
+  diverging.train.epochs = 5;
+  diverging.train.lr = 1e30;
+  diverging.checkpoint.resume = true;
+  CHECK_THAT(non_finite_error(diverging, *workload),
+             Contains("epoch 3, step 2") && Contains("--resume from the checkpoint of epoch 2"));
+  // Nothing written for epoch 3, so keep-2 pruning removed nothing; the newest good one still resumes.
+  CHECK(checkpoint_names(config.checkpoint.dir) ==
+        std::vector<std::string>{"checkpoint-epoch-000001.pt", "checkpoint-epoch-000002.pt"});
+  TrainConfig resumed = config;
+  resumed.train.epochs = 3;
+  resumed.checkpoint.resume = true;
+  const test::TrainRun run = train(resumed, *workload);
+  REQUIRE(run.result.epochs.size() == 1);
+  CHECK(run.result.epochs[0].epoch == 3);
+  CHECK(std::isfinite(run.result.epochs[0].train_loss));
+}
+
+TEST_CASE("skip-step skips exactly the steps with a NaN loss and trains on", "[train][nonfinite]") {
+  test::TempDir dir;
+  TrainConfig config = test::tiny_config(dir.path());
+  config.train.epochs = 2;
+  config.train.on_nonfinite = NonFinitePolicy::kSkipStep;
+  test::TinyOptions options;
+  options.nan_train_samples = {5, 200};
+  auto workload = test::make_tiny_workload(options);
+  const test::TrainRun run = train(config, *workload);
+  REQUIRE(run.result.epochs.size() == 2);
+  for (const EpochStats& epoch : run.result.epochs) {
+    const bool same_batch = step_holding(5, config, 256, epoch.epoch) == step_holding(200, config, 256, epoch.epoch);
+    const int64_t skipped = same_batch ? 1 : 2;
+    CHECK(epoch.skipped_steps == skipped);
+    // The skipped steps' samples are not in the training loss, so it stays finite.
+    CHECK(epoch.train_samples == 256 - skipped * config.train.batch_size);
+    CHECK(std::isfinite(epoch.train_loss));
+  }
+  CHECK(run.result.epochs[1].train_loss < run.result.epochs[0].train_loss);
+  CHECK(all_finite(run.params));
+  CHECK_THAT(run.console, Contains("epoch 1: ") && Contains(" of 16 optimizer steps skipped for a NaN or infinite loss"));
+}
+
+TEST_CASE("skip-step stops when every step of an epoch is skipped", "[train][nonfinite]") {
+  test::TempDir dir;
+  TrainConfig config = test::tiny_config(dir.path());
+  config.train.on_nonfinite = NonFinitePolicy::kSkipStep;
+  test::TinyOptions options;
+  for (int64_t i = 0; i < options.train_samples; ++i) options.nan_train_samples.push_back(i);
+  auto workload = test::make_tiny_workload(options);
+  CHECK_THAT(non_finite_error(config, *workload), Contains("epoch 1, steps 1-16: every optimizer step had a NaN"));
+  CHECK(checkpoint_names(config.checkpoint.dir).empty());
+}
+
+TEST_CASE("a non-finite test loss stops the run before its checkpoint", "[train][nonfinite]") {
+  test::TempDir dir;
+  TrainConfig config = test::tiny_config(dir.path());
+  test::TinyOptions options;
+  options.nan_test_inputs = true;
+  auto workload = test::make_tiny_workload(options);
+  CHECK_THAT(non_finite_error(config, *workload), Contains("epoch 1: evaluation after the epoch gave a NaN"));
+  CHECK(checkpoint_names(config.checkpoint.dir).empty());
+}
+
+TEST_CASE("a checkpoint is never written from non-finite parameters", "[checkpoint][nonfinite]") {
+  test::TempDir dir;
+  TrainConfig config = test::tiny_config(dir.path());
+  auto workload = test::make_tiny_workload();
+  auto model = workload->make_model();
+  auto optimizer = make_optimizer(config.train, model->parameters());
+  {
+    at::NoGradGuard no_grad;
+    model->named_parameters()["fc2.bias"].fill_(std::nan(""));
+  }
+  LocalCommunicator comm;
+  Checkpointer checkpointer(config.checkpoint, comm);
+  CheckpointMeta meta{1, 1, "tiny", "sgd", 1, std::nullopt, ""};
+  CHECK_THROWS_WITH(checkpointer.save(meta, *model, *optimizer),
+                    Contains("epoch 1: parameter fc2.bias is NaN or infinite; no checkpoint was written"));
+  CHECK(checkpoint_names(config.checkpoint.dir).empty());
+}

@@ -14,9 +14,12 @@
 #include "runtime/comm/nccl_communicator.h"
 #endif
 #if DTRAIN_WITH_CUDA_TORCH
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
+
+#include "runtime/device/cuda_kernel_inventory.h"
 #endif
 
 namespace dtrain {
@@ -34,6 +37,13 @@ int visible_cuda_devices() {
   return 0;
 #endif
 }
+
+#if DTRAIN_WITH_CUDA_TORCH
+// Throws ConfigError when this LibTorch has no kernels for `device`'s compute capability: said at
+// start-up, with what the build has and what to do, instead of "no kernel image is available" at the
+// first operation. Silent when the library cannot be found or read (nothing to say it will fail).
+void check_kernels_for(int device, const std::string& host);
+#endif
 
 }  // namespace
 
@@ -112,10 +122,32 @@ int select_cuda_device(const MpiSession& session, BackendKind backend) {
   placement.cuda_visible_devices = cuda_visible_devices();
   const int device = assign_gpu(placement);
 #if DTRAIN_WITH_CUDA_TORCH
+  check_kernels_for(device, session.hostname());
   c10::cuda::set_device(static_cast<c10::DeviceIndex>(device));
 #endif
   return device;
 }
+
+#if DTRAIN_WITH_CUDA_TORCH
+namespace {
+
+void check_kernels_for(int device, const std::string& host) {
+  const std::string library = loaded_library_path("libtorch_cuda");
+  if (library.empty()) return;
+  std::optional<CudaKernelInventory> inventory;
+  try {
+    inventory = read_cuda_kernel_inventory(library);
+  } catch (const DataError&) {
+    return;
+  }
+  const cudaDeviceProp* gpu = at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(device));
+  if (!inventory || inventory->modules() == 0 || inventory->runs_on(gpu->major, gpu->minor)) return;
+  throw ConfigError(unsupported_gpu_message(GpuDescription{device, host, gpu->name, gpu->major, gpu->minor},
+                                            libtorch_description() + " (" + library + ")", *inventory));
+}
+
+}  // namespace
+#endif
 
 std::unique_ptr<Communicator> make_communicator(const CommSetup& setup, const MpiSession& session) {
   switch (setup.backend) {

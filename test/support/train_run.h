@@ -6,6 +6,7 @@
 
 #include <sstream>
 
+#include "runtime/comm/local_communicator.h"
 #include "runtime/reduce/bucketed_reducer.h"
 #include "runtime/train/trainer.h"
 #include "test/support/params.h"
@@ -34,6 +35,23 @@ inline TrainRun train_run(const TrainConfig& config, const Workload& workload, C
   run.params = flat_params(trainer.model());
   run.console = console.str();
   return run;
+}
+
+// train_run on one rank.
+inline TrainRun train_alone(const TrainConfig& config, const Workload& workload) {
+  LocalCommunicator comm;
+  return train_run(config, workload, comm);
+}
+
+// The message of the ErrorType that training on one rank throws, or "no error" when it throws none.
+template <class ErrorType>
+std::string training_error(const TrainConfig& config, const Workload& workload) {
+  try {
+    train_alone(config, workload);
+  } catch (const ErrorType& e) {
+    return e.what();
+  }
+  return "no error";
 }
 
 }  // namespace dtrain::test

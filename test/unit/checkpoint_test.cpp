@@ -24,20 +24,6 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-test::TrainRun train(const TrainConfig& config, const Workload& workload) {
-  LocalCommunicator comm;
-  return test::train_run(config, workload, comm);
-}
-
-std::string data_error(const TrainConfig& config, const Workload& workload) {
-  try {
-    train(config, workload);
-  } catch (const DataError& e) {
-    return e.what();
-  }
-  return "no DataError";
-}
-
 at::Tensor bytes_of(const std::string& text) {
   at::Tensor t = at::empty({static_cast<int64_t>(text.size())}, at::kByte);
   std::memcpy(t.data_ptr(), text.data(), text.size());
@@ -50,13 +36,13 @@ TEST_CASE("a checkpoint that does not fit the model is rejected before anything 
   test::TempDir dir;
   TrainConfig config = test::tiny_config(dir.path());
   config.train.epochs = 1;
-  train(config, *test::make_tiny_workload());
+  test::train_alone(config, *test::make_tiny_workload());
   config.train.epochs = 2;
   config.checkpoint.resume = true;
 
   test::TinyOptions wider;
   wider.hidden = 32;
-  CHECK_THAT(data_error(config, *test::make_tiny_workload(wider)),
+  CHECK_THAT(test::training_error<DataError>(config, *test::make_tiny_workload(wider)),
              Contains("checkpoint-epoch-000001.pt' (workload tiny, world size 1) does not match this tiny model: "
                       "parameter fc1.weight is [16, 8] Float in the file but [32, 8] Float in the model"));
 
@@ -79,7 +65,7 @@ TEST_CASE("pruning keeps the checkpoint just written and leaves later epochs alo
   // Another run's newer checkpoint in the same directory.
   const std::string foreign = config.checkpoint.dir + "/checkpoint-epoch-000009.pt";
   std::ofstream(foreign) << "another run";
-  const test::TrainRun run = train(config, *test::make_tiny_workload());
+  const test::TrainRun run = test::train_alone(config, *test::make_tiny_workload());
   CHECK(std::filesystem::exists(run.result.epochs.back().checkpoint_path));
   CHECK_FALSE(std::filesystem::exists(config.checkpoint.dir + "/checkpoint-epoch-000001.pt"));
   CHECK(std::filesystem::exists(foreign));
@@ -91,7 +77,7 @@ TEST_CASE("odd checkpoint names and paths are clear errors", "[checkpoint]") {
   config.checkpoint.resume = true;
   std::filesystem::create_directories(config.checkpoint.dir);
   std::ofstream(config.checkpoint.dir + "/checkpoint-epoch-99999999999999999999.pt") << "x";
-  CHECK_THAT(data_error(config, *test::make_tiny_workload()),
+  CHECK_THAT(test::training_error<DataError>(config, *test::make_tiny_workload()),
              Contains("checkpoint-epoch-99999999999999999999.pt' has an epoch number too large for any run"));
   // Names that only look alike are not checkpoints.
   std::filesystem::remove(config.checkpoint.dir + "/checkpoint-epoch-99999999999999999999.pt");
@@ -101,7 +87,7 @@ TEST_CASE("odd checkpoint names and paths are clear errors", "[checkpoint]") {
 
   std::filesystem::remove_all(config.checkpoint.dir);
   std::ofstream(config.checkpoint.dir) << "a file, not a directory";
-  CHECK_THAT(data_error(config, *test::make_tiny_workload()), Contains("' is not a directory"));
+  CHECK_THAT(test::training_error<DataError>(config, *test::make_tiny_workload()), Contains("' is not a directory"));
 }
 
 TEST_CASE("resuming a finished run reports its final metrics from the checkpoint", "[checkpoint][train]") {
@@ -109,11 +95,11 @@ TEST_CASE("resuming a finished run reports its final metrics from the checkpoint
   TrainConfig config = test::tiny_config(dir.path());
   config.train.epochs = 2;
   auto workload = test::make_tiny_workload();
-  const test::TrainRun first = train(config, *workload);
+  const test::TrainRun first = test::train_alone(config, *workload);
   const EpochStats& last = first.result.epochs.back();
 
   config.checkpoint.resume = true;
-  const test::TrainRun again = train(config, *workload);
+  const test::TrainRun again = test::train_alone(config, *workload);
   CHECK(again.result.epochs.empty());
   CHECK(again.result.summary.epochs_run == 0);
   CHECK(again.result.summary.final_test_accuracy == last.test_accuracy);
@@ -127,7 +113,7 @@ TEST_CASE("resuming a finished run reports its final metrics from the checkpoint
 
   // Raising train.epochs trains on from there.
   config.train.epochs = 3;
-  const test::TrainRun more = train(config, *workload);
+  const test::TrainRun more = test::train_alone(config, *workload);
   REQUIRE(more.result.epochs.size() == 1);
   CHECK(more.result.epochs[0].epoch == 3);
 }
@@ -137,7 +123,7 @@ TEST_CASE("a finished run's format-1 checkpoint, which has no metrics, is evalua
   TrainConfig config = test::tiny_config(dir.path());
   config.train.epochs = 1;
   auto workload = test::make_tiny_workload();
-  const test::TrainRun first = train(config, *workload);
+  const test::TrainRun first = test::train_alone(config, *workload);
   const EpochStats& last = first.result.epochs.back();
 
   // Rewrite the checkpoint as dtrain wrote format 1: the same model and optimizer, no metrics.
@@ -162,7 +148,7 @@ TEST_CASE("a finished run's format-1 checkpoint, which has no metrics, is evalua
   archive.write("optimizer", optimizer_archive);
   archive.save_to(last.checkpoint_path);
 
-  const test::TrainRun again = train(resume, *workload);
+  const test::TrainRun again = test::train_alone(resume, *workload);
   CHECK(again.result.epochs.empty());
   CHECK(again.result.summary.final_test_accuracy == last.test_accuracy);
   CHECK(again.result.summary.final_test_loss == Approx(last.test_loss).epsilon(1e-6));

@@ -22,20 +22,6 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-test::TrainRun train(const TrainConfig& config, const Workload& workload) {
-  LocalCommunicator comm;
-  return test::train_run(config, workload, comm);
-}
-
-std::string non_finite_error(const TrainConfig& config, const Workload& workload) {
-  try {
-    train(config, workload);
-  } catch (const NonFiniteError& e) {
-    return e.what();
-  }
-  return "no NonFiniteError";
-}
-
 std::vector<std::string> checkpoint_names(const std::string& dir) {
   std::vector<std::string> names;
   if (!std::filesystem::exists(dir)) return names;
@@ -62,7 +48,7 @@ TEST_CASE("a diverging run stops at its first non-finite step and writes no chec
   config.train.lr = 1e30;
   auto workload = test::make_tiny_workload();
   // Step 1's gradients are finite; its update makes every later loss NaN.
-  CHECK_THAT(non_finite_error(config, *workload),
+  CHECK_THAT(test::training_error<NonFiniteError>(config, *workload),
              Contains("epoch 1, step 2: the loss or the averaged gradients are NaN or infinite (train.on_nonfinite: "
                       "stop); no checkpoint was written for this epoch. Lower the learning rate (1e+30)"));
   CHECK(checkpoint_names(config.checkpoint.dir).empty());
@@ -75,7 +61,7 @@ TEST_CASE("a NaN input stops the run at exactly the step whose batch holds it", 
   options.nan_train_samples = {37};
   auto workload = test::make_tiny_workload(options);
   const int64_t step = step_holding(37, config, options.train_samples, 1);
-  CHECK_THAT(non_finite_error(config, *workload), Contains("epoch 1, step " + std::to_string(step) + ":"));
+  CHECK_THAT(test::training_error<NonFiniteError>(config, *workload), Contains("epoch 1, step " + std::to_string(step) + ":"));
 }
 
 TEST_CASE("good checkpoints survive a run that diverges after resuming", "[train][nonfinite][checkpoint]") {
@@ -84,7 +70,7 @@ TEST_CASE("good checkpoints survive a run that diverges after resuming", "[train
   config.train.epochs = 2;
   config.checkpoint.keep = 2;
   auto workload = test::make_tiny_workload();
-  train(config, *workload);
+  test::train_alone(config, *workload);
   REQUIRE(checkpoint_names(config.checkpoint.dir) ==
           std::vector<std::string>{"checkpoint-epoch-000001.pt", "checkpoint-epoch-000002.pt"});
 
@@ -92,7 +78,7 @@ TEST_CASE("good checkpoints survive a run that diverges after resuming", "[train
   diverging.train.epochs = 5;
   diverging.train.lr = 1e30;
   diverging.checkpoint.resume = true;
-  CHECK_THAT(non_finite_error(diverging, *workload),
+  CHECK_THAT(test::training_error<NonFiniteError>(diverging, *workload),
              Contains("epoch 3, step 2") && Contains("--resume from the checkpoint of epoch 2"));
   // Nothing written for epoch 3, so keep-2 pruning removed nothing; the newest good one still resumes.
   CHECK(checkpoint_names(config.checkpoint.dir) ==
@@ -100,7 +86,7 @@ TEST_CASE("good checkpoints survive a run that diverges after resuming", "[train
   TrainConfig resumed = config;
   resumed.train.epochs = 3;
   resumed.checkpoint.resume = true;
-  const test::TrainRun run = train(resumed, *workload);
+  const test::TrainRun run = test::train_alone(resumed, *workload);
   REQUIRE(run.result.epochs.size() == 1);
   CHECK(run.result.epochs[0].epoch == 3);
   CHECK(std::isfinite(run.result.epochs[0].train_loss));
@@ -114,7 +100,7 @@ TEST_CASE("skip-step skips exactly the steps with a NaN loss and trains on", "[t
   test::TinyOptions options;
   options.nan_train_samples = {5, 200};
   auto workload = test::make_tiny_workload(options);
-  const test::TrainRun run = train(config, *workload);
+  const test::TrainRun run = test::train_alone(config, *workload);
   REQUIRE(run.result.epochs.size() == 2);
   for (const EpochStats& epoch : run.result.epochs) {
     const bool same_batch = step_holding(5, config, 256, epoch.epoch) == step_holding(200, config, 256, epoch.epoch);
@@ -136,7 +122,7 @@ TEST_CASE("skip-step stops when every step of an epoch is skipped", "[train][non
   test::TinyOptions options;
   for (int64_t i = 0; i < options.train_samples; ++i) options.nan_train_samples.push_back(i);
   auto workload = test::make_tiny_workload(options);
-  CHECK_THAT(non_finite_error(config, *workload), Contains("epoch 1, steps 1-16: every optimizer step had a NaN"));
+  CHECK_THAT(test::training_error<NonFiniteError>(config, *workload), Contains("epoch 1, steps 1-16: every optimizer step had a NaN"));
   CHECK(checkpoint_names(config.checkpoint.dir).empty());
 }
 
@@ -146,7 +132,7 @@ TEST_CASE("a non-finite test loss stops the run before its checkpoint", "[train]
   test::TinyOptions options;
   options.nan_test_inputs = true;
   auto workload = test::make_tiny_workload(options);
-  CHECK_THAT(non_finite_error(config, *workload), Contains("epoch 1: evaluation after the epoch gave a NaN"));
+  CHECK_THAT(test::training_error<NonFiniteError>(config, *workload), Contains("epoch 1: evaluation after the epoch gave a NaN"));
   CHECK(checkpoint_names(config.checkpoint.dir).empty());
 }
 

@@ -18,21 +18,12 @@
 using namespace dtrain;
 using Catch::Matchers::Contains;
 
-namespace {
-
-test::TrainRun train(const TrainConfig& config, const Workload& workload) {
-  LocalCommunicator comm;
-  return test::train_run(config, workload, comm);
-}
-
-}  // namespace
-
 TEST_CASE("training on one rank lowers the loss and logs every epoch", "[train]") {
   test::TempDir dir;
   TrainConfig config = test::tiny_config(dir.path());
   config.train.epochs = 3;
   auto workload = test::make_tiny_workload();
-  const test::TrainRun run = train(config, *workload);
+  const test::TrainRun run = test::train_alone(config, *workload);
   REQUIRE(run.result.epochs.size() == 3);
   CHECK(run.result.epochs[2].train_loss < run.result.epochs[0].train_loss);
   CHECK(run.result.epochs[0].train_samples == 256);
@@ -65,7 +56,7 @@ TEST_CASE("training under bf16 autocast lowers the loss", "[train][precision]") 
   config.train.precision = Precision::kBf16;
   config.checkpoint.enabled = false;
   auto workload = test::make_tiny_workload();
-  const test::TrainRun run = train(config, *workload);
+  const test::TrainRun run = test::train_alone(config, *workload);
   REQUIRE(run.result.epochs.size() == 3);
   CHECK(run.result.epochs[2].train_loss < run.result.epochs[0].train_loss);
   CHECK(std::isfinite(run.result.epochs[2].test_loss));
@@ -80,16 +71,16 @@ TEST_CASE("resuming after an epoch reproduces the uninterrupted run exactly", "[
     config.train.optimizer = optimizer;
     config.train.lr = optimizer == OptimizerKind::kSgd ? 0.05 : 1.0;
     config.train.epochs = 3;
-    const test::TrainRun whole = train(config, *workload);
+    const test::TrainRun whole = test::train_alone(config, *workload);
 
     TrainConfig first = test::tiny_config(split_dir.path());
     first.train = config.train;
     first.train.epochs = 1;
-    train(first, *workload);
+    test::train_alone(first, *workload);
     TrainConfig rest = first;
     rest.train.epochs = 3;
     rest.checkpoint.resume = true;
-    const test::TrainRun resumed = train(rest, *workload);
+    const test::TrainRun resumed = test::train_alone(rest, *workload);
     REQUIRE(resumed.result.epochs.size() == 2);
     CHECK(resumed.result.epochs[0].epoch == 2);
     CHECK(at::equal(resumed.params, whole.params));
@@ -102,7 +93,7 @@ TEST_CASE("resume without a checkpoint starts at epoch 1", "[train][checkpoint]"
   config.train.epochs = 1;
   config.checkpoint.resume = true;
   auto workload = test::make_tiny_workload();
-  CHECK(train(config, *workload).result.epochs.at(0).epoch == 1);
+  CHECK(test::train_alone(config, *workload).result.epochs.at(0).epoch == 1);
 }
 
 TEST_CASE("checkpoints are pruned to the newest `keep` and never left half-written", "[checkpoint]") {
@@ -111,7 +102,7 @@ TEST_CASE("checkpoints are pruned to the newest `keep` and never left half-writt
   config.train.epochs = 4;
   config.checkpoint.keep = 2;
   auto workload = test::make_tiny_workload();
-  train(config, *workload);
+  test::train_alone(config, *workload);
   std::vector<std::string> names;
   for (const auto& entry : std::filesystem::directory_iterator(config.checkpoint.dir)) {
     names.push_back(entry.path().filename().string());
@@ -126,17 +117,17 @@ TEST_CASE("unusable checkpoints are clear errors", "[checkpoint]") {
   TrainConfig config = test::tiny_config(dir.path());
   config.train.epochs = 1;
   auto workload = test::make_tiny_workload();
-  train(config, *workload);
+  test::train_alone(config, *workload);
   config.train.epochs = 2;
   config.checkpoint.resume = true;
 
   SECTION("another optimizer") {
     config.train.optimizer = OptimizerKind::kAdadelta;
-    CHECK_THROWS_WITH(train(config, *workload), Contains("holds sgd optimizer state, this run uses adadelta"));
+    CHECK_THROWS_WITH(test::train_alone(config, *workload), Contains("holds sgd optimizer state, this run uses adadelta"));
   }
   SECTION("a corrupt file") {
     std::ofstream(config.checkpoint.dir + "/checkpoint-epoch-000009.pt") << "not a checkpoint";
-    CHECK_THROWS_WITH(train(config, *workload), Contains("is corrupt or not a dtrain checkpoint"));
+    CHECK_THROWS_WITH(test::train_alone(config, *workload), Contains("is corrupt or not a dtrain checkpoint"));
   }
   SECTION("another workload") {
     class Renamed final : public Workload {
@@ -154,6 +145,6 @@ TEST_CASE("unusable checkpoints are clear errors", "[checkpoint]") {
       const Workload& inner_;
     };
     Renamed other(*workload);
-    CHECK_THROWS_WITH(train(config, other), Contains("is for workload 'tiny', this run trains 'other'"));
+    CHECK_THROWS_WITH(test::train_alone(config, other), Contains("is for workload 'tiny', this run trains 'other'"));
   }
 }

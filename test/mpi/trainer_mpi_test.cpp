@@ -22,7 +22,9 @@ TEST_CASE("training at world W lowers the loss and keeps replicas identical", "[
   test::TempDir dir;
   TrainConfig config = test::tiny_config(dir.path());
   config.train.epochs = 3;
-  auto workload = test::make_tiny_workload({0.2});
+  test::TinyOptions tiny;
+  tiny.dropout = 0.2;
+  auto workload = test::make_tiny_workload(tiny);
   const test::TrainRun run = test::train_run(config, *workload, *comm);
   REQUIRE(run.result.epochs.size() == 3);
   CHECK(run.result.epochs[2].train_loss < run.result.epochs[0].train_loss);
@@ -36,7 +38,9 @@ TEST_CASE("resuming at world W reproduces the uninterrupted run", "[train][check
   auto comm = test::make_mpi_comm();
   test::TempDir whole_dir;
   test::TempDir split_dir;
-  auto workload = test::make_tiny_workload({0.3});
+  test::TinyOptions tiny;
+  tiny.dropout = 0.3;
+  auto workload = test::make_tiny_workload(tiny);
   TrainConfig config = test::tiny_config(whole_dir.path());
   config.train.epochs = 3;
   const test::TrainRun whole = test::train_run(config, *workload, *comm);
@@ -60,7 +64,9 @@ TEST_CASE("a checkpoint from W ranks resumes on 1 rank with the same global batc
   test::TempDir reference_dir;
   // A dataset that divides into whole global batches, and no dropout: W ranks with batch b then train
   // on exactly the samples one rank with batch W*b sees, so the runs agree up to float summation order.
-  auto workload = test::make_tiny_workload({0.0, world * b * 6, 64});
+  test::TinyOptions tiny;
+  tiny.train_samples = world * b * 6;
+  auto workload = test::make_tiny_workload(tiny);
   TrainConfig distributed = test::tiny_config(dir.path());
   distributed.train.batch_size = b;
   distributed.train.epochs = 1;

@@ -66,7 +66,9 @@ TEST_CASE("resuming after an epoch reproduces the uninterrupted run exactly", "[
   for (OptimizerKind optimizer : {OptimizerKind::kSgd, OptimizerKind::kAdadelta}) {
     test::TempDir whole_dir;
     test::TempDir split_dir;
-    auto workload = test::make_tiny_workload({0.3});  // dropout: masks must be reproduced too
+    test::TinyOptions tiny;
+    tiny.dropout = 0.3;  // dropout: masks must be reproduced too
+    auto workload = test::make_tiny_workload(tiny);
     TrainConfig config = test::tiny_config(whole_dir.path());
     config.train.optimizer = optimizer;
     config.train.lr = optimizer == OptimizerKind::kSgd ? 0.05 : 1.0;

@@ -65,6 +65,7 @@ TEST_CASE("the heartbeat brings every rank's activity to rank 0 and ends cleanly
     CHECK(eventually([&] { return heartbeat.diagnose().find("rank 0 reported training, epoch 2, step 5") == 0; }));
     INFO(heartbeat.diagnose());
   }
+  test::make_mpi_comm()->barrier();  // every rank has looked before the digests stop
   heartbeat.stop();
 }
 
@@ -109,6 +110,9 @@ TEST_CASE("the heartbeat names the rank the others wait for", "[heartbeat][mpi]"
       std::lock_guard<std::mutex> lock(mutex);
       CHECK(warnings.empty());  // only one rank speaks for the job, and rank 0 is alive
     }
+    // Rank 0 may see the suspect before its next digest has reached the others: nobody ends the wait
+    // (and so the digests) until every rank has looked.
+    test::make_mpi_comm()->barrier();
     activity.end_wait();
     heartbeat.stop();
   }

@@ -1,11 +1,19 @@
 // Main of the multi-rank tests: MPI init, Catch2, MPI finalize. Run under mpirun with 2 and 3 ranks.
-// Catch2's output comes from rank 0 only; a failure on any rank fails the process (and so the test).
+// Rank 0 reports on stdout. Other ranks report into a file of their own, which goes to stderr, under a
+// "rank N" heading, only when that rank had a failure: a failure on any rank is seen, and fails the
+// process (and so the test).
 #define CATCH_CONFIG_RUNNER
 #include "test/support/catch.h"
 
 #include <mpi.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include <unistd.h>
 
 #include "test/mpi/mpi_test_support.h"
 
@@ -19,11 +27,29 @@ MpiSession& session() { return *g_session; }
 int main(int argc, char** argv) {
   dtrain::MpiSession session(&argc, &argv);
   dtrain::test::g_session = &session;
+  const int rank = session.rank();
+
+  Catch::Session catch_session;
+  if (const int status = catch_session.applyCommandLine(argc, argv); status != 0) return status;
+  std::string report_path;
   if (!session.is_root()) {
-    // Keep other ranks' reports off stdout but visible: Catch prints failures with their rank's context.
-    std::freopen("/dev/null", "w", stdout);
+    report_path = (std::filesystem::temp_directory_path() /
+                   ("dtrain_mpi_tests.rank" + std::to_string(rank) + "." + std::to_string(::getpid()) + ".log"))
+                      .string();
+    catch_session.configData().outputFilename = report_path;
+    catch_session.configData().useColour = Catch::UseColour::No;
   }
-  const int failed = Catch::Session().run(argc, argv);
+  const int failed = catch_session.run();
+
+  if (!report_path.empty()) {
+    if (failed != 0) {
+      std::ifstream report(report_path);
+      std::cerr << "---- rank " << rank << " (its own report; rank 0's is on stdout) ----\n"
+                << report.rdbuf() << "---- end of rank " << rank << " ----\n";
+    }
+    std::error_code ignored;
+    std::filesystem::remove(report_path, ignored);
+  }
   int any_failed = failed != 0;
   MPI_Allreduce(MPI_IN_PLACE, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (any_failed && failed == 0 && session.is_root()) std::fprintf(stderr, "a test failed on another rank\n");

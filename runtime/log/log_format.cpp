@@ -36,41 +36,81 @@ std::string format_utc(std::time_t when, const char* strftime_format) {
 std::string utc_timestamp(std::time_t when) { return format_utc(when, "%Y-%m-%dT%H:%M:%SZ"); }
 
 std::string katib_metrics_line(const EpochStats& stats, std::time_t when) {
-  return utc_timestamp(when) + printf_string(" %-8s {metricName: accuracy, metricValue: %.4f};"
-                                             "{metricName: loss, metricValue: %.4f}",
-                                             "INFO", stats.test_accuracy, stats.test_loss);
+  std::string metrics;
+  for (const MetricValue& m : stats.test.all()) {
+    metrics += printf_string("%s{metricName: %s, metricValue: %.4f}", metrics.empty() ? "" : ";", m.name.c_str(), m.value);
+  }
+  return utc_timestamp(when) + printf_string(" %-8s ", "INFO") + metrics;
 }
 
-std::string katib_progress_line(const ProgressInfo& p) {
-  return printf_string("Train Epoch: %lld [%lld/%lld (%lld%%)]\tloss=%.4f", static_cast<long long>(p.epoch),
+namespace {
+
+std::string progress_head(const ProgressInfo& p) {
+  return printf_string("Train Epoch: %lld [%lld/%lld (%lld%%)]", static_cast<long long>(p.epoch),
                        static_cast<long long>(p.samples_done), static_cast<long long>(p.samples_total),
-                       percent(p.samples_done, p.samples_total), p.loss);
+                       percent(p.samples_done, p.samples_total));
+}
+
+// " | test_acc 98.61% | test_loss 0.0456" for metrics of `split` ("train", "test"); accuracies as percentages.
+std::string summary_metrics(const char* split, const MetricValues& metrics) {
+  std::string text;
+  for (const MetricValue& m : metrics.all()) {
+    text += m.name == "accuracy" ? printf_string(" | %s_acc %.2f%%", split, 100.0 * m.value)
+                                 : printf_string(" | %s_%s %.4f", split, m.name.c_str(), m.value);
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string katib_progress_line(const ProgressInfo& p) {
+  std::string line = progress_head(p);
+  for (const MetricValue& m : p.metrics.all()) line += printf_string("\t%s=%.4f", m.name.c_str(), m.value);
+  return line;
 }
 
 std::string pytorch_progress_line(const ProgressInfo& p) {
-  return printf_string("Train Epoch: %lld [%lld/%lld (%lld%%)]\tLoss: %.6f", static_cast<long long>(p.epoch),
-                       static_cast<long long>(p.samples_done), static_cast<long long>(p.samples_total),
-                       percent(p.samples_done, p.samples_total), p.loss);
+  std::string line = progress_head(p);
+  for (const MetricValue& m : p.metrics.all()) {
+    line += printf_string("\t%s: %.6f", m.name == "loss" ? "Loss" : m.name.c_str(), m.value);
+  }
+  return line;
 }
 
 std::string pytorch_test_line(const EpochStats& s) {
-  // pytorch/examples rounds the percentage to an integer with "{:.0f}".
-  return printf_string("Test set: Average loss: %.4f, Accuracy: %lld/%lld (%.0f%%)", s.test_loss,
-                       static_cast<long long>(s.test_correct), static_cast<long long>(s.test_samples),
-                       100.0 * s.test_accuracy);
+  const MetricValue* loss = s.test.find("loss");
+  const MetricValue* accuracy = s.test.find("accuracy");
+  if (loss != nullptr && accuracy != nullptr) {
+    // pytorch/examples rounds the percentage to an integer with "{:.0f}".
+    return printf_string("Test set: Average loss: %.4f, Accuracy: %lld/%lld (%.0f%%)", loss->value,
+                         static_cast<long long>(accuracy->sum), static_cast<long long>(accuracy->weight),
+                         100.0 * accuracy->value);
+  }
+  std::string line = "Test set:";
+  for (const MetricValue& m : s.test.all()) line += printf_string(" %s: %.4f", m.name.c_str(), m.value);
+  return line;
 }
 
 std::string epoch_summary_line(const EpochStats& s) {
-  return printf_string("epoch %lld/%lld | train_loss %.4f | test_loss %.4f | test_acc %.2f%% | %.1f s | %.0f samples/s",
-                       static_cast<long long>(s.epoch), static_cast<long long>(s.epochs), s.train_loss, s.test_loss,
-                       100.0 * s.test_accuracy, s.epoch_s, s.samples_per_s);
+  return printf_string("epoch %lld/%lld", static_cast<long long>(s.epoch), static_cast<long long>(s.epochs)) +
+         summary_metrics("train", s.train) + summary_metrics("test", s.test) +
+         printf_string(" | %.1f s | %.0f samples/s", s.epoch_s, s.samples_per_s);
 }
 
 std::string finished_run_line(const EpochStats& s) {
-  const std::string train = std::isfinite(s.train_loss) ? printf_string(" | train_loss %.4f", s.train_loss) : "";
-  return printf_string("epoch %lld/%lld", static_cast<long long>(s.epoch), static_cast<long long>(s.epochs)) + train +
-         printf_string(" | test_loss %.4f | test_acc %.2f%% | from its checkpoint, nothing left to train", s.test_loss,
-                       100.0 * s.test_accuracy);
+  return printf_string("epoch %lld/%lld", static_cast<long long>(s.epoch), static_cast<long long>(s.epochs)) +
+         summary_metrics("train", s.train) + summary_metrics("test", s.test) +
+         " | from its checkpoint, nothing left to train";
+}
+
+std::string final_metrics_text(const MetricValues& metrics) {
+  std::string text;
+  for (const MetricValue& m : metrics.all()) {
+    text += (text.empty() ? "" : " | ") +
+            (m.name == "accuracy" ? printf_string("test_acc %.2f%%", 100.0 * m.value)
+                                  : printf_string("test_%s %.4f", m.name.c_str(), m.value));
+  }
+  return text;
 }
 
 std::string progress_bar(int64_t done, int64_t total, int width) {

@@ -16,25 +16,29 @@ std::string format_utc(std::time_t when, const char* strftime_format);
 // "2026-11-21T10:00:00Z"
 std::string utc_timestamp(std::time_t when);
 
-// Kubeflow Katib metrics line:
+// Kubeflow Katib metrics line, one entry per evaluation metric:
 // "2026-11-21T10:00:00Z INFO     {metricName: accuracy, metricValue: 0.8101};{metricName: loss, metricValue: 0.5212}"
 std::string katib_metrics_line(const EpochStats& stats, std::time_t when);
 
-// "Train Epoch: 1 [1280/60000 (2%)]\tloss=0.6931"
+// "Train Epoch: 1 [1280/60000 (2%)]\tloss=0.6931", one name=value per training metric
 std::string katib_progress_line(const ProgressInfo& progress);
 
 // pytorch/examples style: "Train Epoch: 1 [1280/60000 (2%)]\tLoss: 0.693147"
 std::string pytorch_progress_line(const ProgressInfo& progress);
 
-// pytorch/examples style: "Test set: Average loss: 0.0456, Accuracy: 9861/10000 (99%)"
+// pytorch/examples style: "Test set: Average loss: 0.0456, Accuracy: 9861/10000 (99%)" for classifiers,
+// "Test set: d_loss: 0.6931 g_loss: 0.6931" for other metrics
 std::string pytorch_test_line(const EpochStats& stats);
 
-// "epoch 3/10 | train_loss 0.1234 | test_loss 0.0456 | test_acc 98.61% | 12.3 s | 48213 samples/s"
+// "epoch 3/10 | train_loss 0.1234 | test_acc 98.61% | test_loss 0.0456 | 12.3 s | 48213 samples/s"
 std::string epoch_summary_line(const EpochStats& stats);
 
-// A finished run's last epoch, restored from its checkpoint (train_loss left out when unknown):
-// "epoch 3/3 | train_loss 0.1234 | test_loss 0.0456 | test_acc 98.61% | from its checkpoint, nothing left to train"
+// A finished run's last epoch, restored from its checkpoint (training metrics left out when unknown):
+// "epoch 3/3 | train_loss 0.1234 | test_acc 98.61% | test_loss 0.0456 | from its checkpoint, nothing left to train"
 std::string finished_run_line(const EpochStats& stats);
+
+// "test_acc 98.61% | test_loss 0.0456"
+std::string final_metrics_text(const MetricValues& metrics);
 
 // "[=========>          ] 45% 210/469 steps"
 std::string progress_bar(int64_t done, int64_t total, int width);

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/log/metric_values.h"
+
 namespace dtrain {
 
 struct RunInfo {
@@ -29,7 +31,7 @@ struct ProgressInfo {
   int64_t epoch = 0;
   int64_t samples_done = 0;   // global, this epoch
   int64_t samples_total = 0;  // global dataset size
-  double loss = 0.0;          // mean training loss since the previous progress line, over all ranks
+  MetricValues metrics;       // the training metrics since the previous progress line, over all ranks
 };
 
 struct EpochStats {
@@ -38,10 +40,8 @@ struct EpochStats {
   double lr = 0.0;
   int64_t steps = 0;             // per rank
   int64_t train_samples = 0;     // global
-  double train_loss = 0.0;       // mean over the epoch's training samples, all ranks
-  double test_loss = 0.0;        // mean over the whole test set
-  double test_accuracy = 0.0;    // fraction of the whole test set classified correctly
-  int64_t test_correct = 0;
+  MetricValues train;            // the workload's training metrics over the epoch's samples, all ranks
+  MetricValues test;             // its evaluation metrics over the whole test set
   int64_t test_samples = 0;
   double epoch_s = 0.0;          // train + eval + checkpoint
   double train_s = 0.0;
@@ -57,8 +57,7 @@ struct EpochStats {
 struct RunSummary {
   int64_t epochs_run = 0;
   double total_s = 0.0;
-  double final_test_accuracy = 0.0;
-  double final_test_loss = 0.0;
+  MetricValues final_test;  // the last epoch's evaluation metrics
   std::vector<int64_t> peak_rss_bytes;  // per rank
 };
 

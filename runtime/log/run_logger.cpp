@@ -17,15 +17,21 @@ namespace {
 // Every run-log line starts with the event's name and UTC time.
 JsonObject event(const char* name) { return JsonObject().add("event", name).add("time", utc_timestamp(std::time(nullptr))); }
 
+// "<prefix><name>" for each metric; a classifier's accuracy also gives its count of correct predictions
+// ("test_correct").
+JsonObject& add_metrics(JsonObject& record, const std::string& prefix, const MetricValues& metrics) {
+  for (const MetricValue& m : metrics.all()) {
+    record.add(prefix + m.name, m.value);
+    if (m.name == "accuracy") record.add(prefix + "correct", static_cast<int64_t>(m.sum));
+  }
+  return record;
+}
+
 JsonObject epoch_metrics(JsonObject record, const EpochStats& s) {
-  return record.add("epoch", s.epoch)
-      .add("lr", s.lr)
-      .add("train_samples", s.train_samples)
-      .add("train_loss", s.train_loss)
-      .add("test_loss", s.test_loss)
-      .add("test_accuracy", s.test_accuracy)
-      .add("test_correct", s.test_correct)
-      .add("test_samples", s.test_samples);
+  record.add("epoch", s.epoch).add("lr", s.lr).add("train_samples", s.train_samples);
+  add_metrics(record, "train_", s.train);
+  add_metrics(record, "test_", s.test);
+  return record.add("test_samples", s.test_samples);
 }
 
 std::string epoch_json(const EpochStats& s) {
@@ -182,16 +188,15 @@ void RunLogger::run_end(const RunSummary& summary) {
   clear_bar();
   int64_t peak = 0;
   for (int64_t bytes : summary.peak_rss_bytes) peak = std::max(peak, bytes);
-  out_ << "done: " << summary.epochs_run << " epochs in " << summary.total_s << " s | final test_acc "
-      << 100.0 * summary.final_test_accuracy << "% | peak memory per rank " << (peak >> 20) << " MiB" << "\n";
+  const std::string final_metrics = final_metrics_text(summary.final_test);
+  out_ << "done: " << summary.epochs_run << " epochs in " << summary.total_s << " s"
+       << (final_metrics.empty() ? "" : " | final " + final_metrics) << " | peak memory per rank " << (peak >> 20)
+       << " MiB" << "\n";
   flush_console();
-  write_event(event("run_end")
-                  .add("epochs_run", summary.epochs_run)
-                  .add("total_s", summary.total_s)
-                  .add("final_test_accuracy", summary.final_test_accuracy)
-                  .add("final_test_loss", summary.final_test_loss)
-                  .add("peak_rss_bytes", summary.peak_rss_bytes)
-                  .str());
+  JsonObject record = event("run_end");
+  record.add("epochs_run", summary.epochs_run).add("total_s", summary.total_s);
+  add_metrics(record, "final_test_", summary.final_test);
+  write_event(record.add("peak_rss_bytes", summary.peak_rss_bytes).str());
   events_->sync();
 }
 

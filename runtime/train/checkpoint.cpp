@@ -21,7 +21,8 @@ namespace fs = std::filesystem;
 namespace {
 
 // 1: model, optimizer, epoch, seed, workload, optimizer name, world size. 2 adds the epoch's metrics.
-constexpr int64_t kFormatVersion = 2;
+// 3: named modules and optimizers ("modules"/"optimizers", one entry per module) and named metrics.
+constexpr int64_t kFormatVersion = 3;
 constexpr const char* kPrefix = "checkpoint-epoch-";
 constexpr const char* kSuffix = ".pt";
 
@@ -46,29 +47,67 @@ int64_t read_int(torch::serialize::InputArchive& archive, const char* key) { ret
 double read_double(torch::serialize::InputArchive& archive, const char* key) { return read_tensor(archive, key).item<double>(); }
 std::string read_string(torch::serialize::InputArchive& archive, const char* key) { return tensor_string(read_tensor(archive, key)); }
 
+// A metric set as a nested archive: one [value, sum, weight] tensor per metric, and the names in order.
+void write_metric_values(torch::serialize::OutputArchive& archive, const char* key, const MetricValues& values) {
+  torch::serialize::OutputArchive nested;
+  std::string names;
+  for (const MetricValue& m : values.all()) {
+    names += (names.empty() ? "" : "\n") + m.name;
+    nested.write(m.name, at::tensor(std::vector<double>{m.value, m.sum, m.weight}, at::kDouble));
+  }
+  nested.write("names", string_tensor(names));
+  archive.write(key, nested);
+}
+
+MetricValues read_metric_values(torch::serialize::InputArchive& archive, const char* key) {
+  torch::serialize::InputArchive nested;
+  archive.read(key, nested);
+  std::vector<MetricValue> values;
+  const std::string names = read_string(nested, "names");
+  size_t begin = 0;
+  while (begin < names.size()) {
+    size_t end = names.find('\n', begin);
+    if (end == std::string::npos) end = names.size();
+    const std::string name = names.substr(begin, end - begin);
+    const at::Tensor v = read_tensor(nested, name.c_str()).to(at::kDouble).contiguous();
+    if (v.numel() != 3) throw DataError("metric '" + name + "' holds " + std::to_string(v.numel()) + " values, expected 3");
+    values.push_back(MetricValue{name, v[0].item<double>(), v[1].item<double>(), v[2].item<double>()});
+    begin = end + 1;
+  }
+  return MetricValues(std::move(values));
+}
+
 void write_metrics(torch::serialize::OutputArchive& archive, const EpochStats& s) {
   archive.write("epoch", at::tensor(s.epoch));
   archive.write("epochs", at::tensor(s.epochs));
   archive.write("lr", at::tensor(s.lr, at::kDouble));
   archive.write("train_samples", at::tensor(s.train_samples));
-  archive.write("train_loss", at::tensor(s.train_loss, at::kDouble));
-  archive.write("test_loss", at::tensor(s.test_loss, at::kDouble));
-  archive.write("test_accuracy", at::tensor(s.test_accuracy, at::kDouble));
-  archive.write("test_correct", at::tensor(s.test_correct));
   archive.write("test_samples", at::tensor(s.test_samples));
+  write_metric_values(archive, "train", s.train);
+  write_metric_values(archive, "test", s.test);
 }
 
-EpochStats read_metrics(torch::serialize::InputArchive& archive) {
+EpochStats read_metrics(torch::serialize::InputArchive& archive, int64_t version) {
   EpochStats s;
   s.epoch = read_int(archive, "epoch");
   s.epochs = read_int(archive, "epochs");
   s.lr = read_double(archive, "lr");
   s.train_samples = read_int(archive, "train_samples");
-  s.train_loss = read_double(archive, "train_loss");
-  s.test_loss = read_double(archive, "test_loss");
-  s.test_accuracy = read_double(archive, "test_accuracy");
-  s.test_correct = read_int(archive, "test_correct");
   s.test_samples = read_int(archive, "test_samples");
+  if (version >= 3) {
+    s.train = read_metric_values(archive, "train");
+    s.test = read_metric_values(archive, "test");
+  } else {
+    // Format 2 stored a classifier's figures under fixed names.
+    const double train_loss = read_double(archive, "train_loss");
+    const double train_samples = static_cast<double>(s.train_samples);
+    const double test_samples = static_cast<double>(s.test_samples);
+    s.train = MetricValues({{"loss", train_loss, train_loss * train_samples, train_samples}});
+    const double test_loss = read_double(archive, "test_loss");
+    s.test = MetricValues({{"accuracy", read_double(archive, "test_accuracy"),
+                            static_cast<double>(read_int(archive, "test_correct")), test_samples},
+                           {"loss", test_loss, test_loss * test_samples, test_samples}});
+  }
   return s;
 }
 
@@ -177,14 +216,15 @@ std::optional<std::string> Checkpointer::latest(const std::string& dir) {
   return found.back().second.string();
 }
 
-std::string Checkpointer::save(const CheckpointMeta& meta, const torch::nn::Module& model,
-                               const torch::optim::Optimizer& optimizer) const {
+std::string Checkpointer::save(const CheckpointMeta& meta, const std::vector<TrainedModule>& modules) const {
   if (!comm_.is_root()) return "";
   // A checkpoint is what a run falls back to; a non-finite one would replace a good one under pruning.
-  const std::string bad = first_non_finite(model);
-  if (!bad.empty()) {
-    throw NonFiniteError("epoch " + std::to_string(meta.epoch) + ": " + bad +
-                         " is NaN or infinite; no checkpoint was written for this epoch");
+  for (const TrainedModule& m : modules) {
+    const std::string bad = first_non_finite(*m.module);
+    if (!bad.empty()) {
+      throw NonFiniteError("epoch " + std::to_string(meta.epoch) + ": " + bad + (modules.size() > 1 ? " of " + m.name : "") +
+                           " is NaN or infinite; no checkpoint was written for this epoch");
+    }
   }
   torch::serialize::OutputArchive archive;
   archive.write("format_version", at::tensor(kFormatVersion));
@@ -198,12 +238,18 @@ std::string Checkpointer::save(const CheckpointMeta& meta, const torch::nn::Modu
     write_metrics(metrics_archive, *meta.metrics);
     archive.write("metrics", metrics_archive);
   }
-  torch::serialize::OutputArchive model_archive;
-  model.save(model_archive);
-  archive.write("model", model_archive);
-  torch::serialize::OutputArchive optimizer_archive;
-  optimizer.save(optimizer_archive);
-  archive.write("optimizer", optimizer_archive);
+  torch::serialize::OutputArchive modules_archive;
+  torch::serialize::OutputArchive optimizers_archive;
+  for (const TrainedModule& m : modules) {
+    torch::serialize::OutputArchive module_archive;
+    m.module->save(module_archive);
+    modules_archive.write(m.name, module_archive);
+    torch::serialize::OutputArchive optimizer_archive;
+    m.optimizer->save(optimizer_archive);
+    optimizers_archive.write(m.name, optimizer_archive);
+  }
+  archive.write("modules", modules_archive);
+  archive.write("optimizers", optimizers_archive);
 
   std::string bytes;
   archive.save_to([&bytes](const void* data, size_t size) {
@@ -232,8 +278,7 @@ std::string Checkpointer::save(const CheckpointMeta& meta, const torch::nn::Modu
   return path;
 }
 
-std::optional<CheckpointMeta> Checkpointer::restore(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
-                                                    const std::string& workload,
+std::optional<CheckpointMeta> Checkpointer::restore(std::vector<TrainedModule>& modules, const std::string& workload,
                                                     const std::string& optimizer_name) const {
   // Rank 0 decides and reads, then broadcasts [status, path length, payload length] and the payload:
   // the path followed by the file's bytes, or the error message. Status -1: no checkpoint; -2: unusable.
@@ -278,13 +323,19 @@ std::optional<CheckpointMeta> Checkpointer::restore(torch::nn::Module& model, to
   torch::serialize::InputArchive archive;
   CheckpointMeta meta;
   meta.path = path;
+  int64_t version = 0;
   try {
     // Tensors land on this rank's device whatever device wrote them: a checkpoint from a CPU run resumes
     // on GPUs and the reverse, and rank 3's state never ends up on rank 0's GPU.
-    const c10::Device device = model.parameters().empty() ? c10::Device(c10::DeviceType::CPU)
-                                                          : model.parameters().front().device();
+    c10::Device device(c10::DeviceType::CPU);
+    for (const TrainedModule& m : modules) {
+      if (!m.module->parameters().empty()) {
+        device = m.module->parameters().front().device();
+        break;
+      }
+    }
     archive.load_from(static_cast<const char*>(data.data_ptr()), static_cast<size_t>(data.numel()), device);
-    const int64_t version = read_int(archive, "format_version");
+    version = read_int(archive, "format_version");
     if (version < 1 || version > kFormatVersion) {
       throw DataError("format version " + std::to_string(version) + ", expected 1 to " + std::to_string(kFormatVersion) +
                       " (written by a newer dtrain?)");
@@ -295,7 +346,7 @@ std::optional<CheckpointMeta> Checkpointer::restore(torch::nn::Module& model, to
     meta.workload = read_string(archive, "workload");
     meta.optimizer = read_string(archive, "optimizer_name");
     torch::serialize::InputArchive metrics_archive;
-    if (version >= 2 && archive.try_read("metrics", metrics_archive)) meta.metrics = read_metrics(metrics_archive);
+    if (version >= 2 && archive.try_read("metrics", metrics_archive)) meta.metrics = read_metrics(metrics_archive, version);
   } catch (const DataError& e) {
     throw DataError(where + " is unusable: " + e.what());
   } catch (const c10::Error& e) {
@@ -311,17 +362,49 @@ std::optional<CheckpointMeta> Checkpointer::restore(torch::nn::Module& model, to
                     "; use another checkpoint.dir");
   }
   try {
-    torch::serialize::InputArchive model_archive;
-    if (!archive.try_read("model", model_archive)) throw DataError(where + " holds no model");
-    const std::string mismatch = first_mismatch(model, model_archive, "");
-    if (!mismatch.empty()) {
-      throw DataError(where + " (workload " + meta.workload + ", world size " + std::to_string(meta.world_size) +
-                      ") does not match this " + workload + " model: " + mismatch);
+    // Formats 1 and 2 held one module and its optimizer at the top level; they load as "model".
+    const bool named = version >= 3;
+    torch::serialize::InputArchive modules_archive;
+    torch::serialize::InputArchive optimizers_archive;
+    if (named && (!archive.try_read("modules", modules_archive) || !archive.try_read("optimizers", optimizers_archive))) {
+      throw DataError(where + " holds no modules");
     }
-    model.load(model_archive);
-    torch::serialize::InputArchive optimizer_archive;
-    archive.read("optimizer", optimizer_archive);
-    optimizer.load(optimizer_archive);
+    std::vector<std::string> names;
+    for (const TrainedModule& m : modules) names.push_back(m.name);
+    if (named) {
+      for (const std::string& key : modules_archive.keys()) {
+        if (std::find(names.begin(), names.end(), key) == names.end()) {
+          throw DataError(where + " (workload " + meta.workload + ") holds a module '" + key + "', which this " + workload +
+                          " run does not train");
+        }
+      }
+    } else if (modules.size() != 1 || modules.front().name != "model") {
+      throw DataError(where + " (format " + std::to_string(version) + ") holds one module, 'model'; this " + workload +
+                      " run trains others");
+    }
+    // Every module is checked before any is loaded, so a bad file changes nothing.
+    std::vector<torch::serialize::InputArchive> module_archives(modules.size());
+    for (size_t i = 0; i < modules.size(); ++i) {
+      const TrainedModule& m = modules[i];
+      const bool found = named ? modules_archive.try_read(m.name, module_archives[i]) : archive.try_read("model", module_archives[i]);
+      if (!found) throw DataError(where + " holds no module '" + m.name + "'");
+      const std::string mismatch = first_mismatch(*m.module, module_archives[i], modules.size() > 1 ? m.name + "." : "");
+      if (!mismatch.empty()) {
+        throw DataError(where + " (workload " + meta.workload + ", world size " + std::to_string(meta.world_size) +
+                        ") does not match this " + workload + " model: " + mismatch);
+      }
+    }
+    for (size_t i = 0; i < modules.size(); ++i) {
+      TrainedModule& m = modules[i];
+      m.module->load(module_archives[i]);
+      torch::serialize::InputArchive optimizer_archive;
+      if (named) {
+        optimizers_archive.read(m.name, optimizer_archive);
+      } else {
+        archive.read("optimizer", optimizer_archive);
+      }
+      m.optimizer->load(optimizer_archive);
+    }
   } catch (const c10::Error& e) {
     throw DataError(where + " does not match the " + workload + " model: " + e.what_without_backtrace());
   }

@@ -1,5 +1,5 @@
-// Per-epoch checkpoints that do not depend on world size: model, optimizer state, epoch, seed and the
-// epoch's metrics. Rank 0 writes them atomically (temporary file, fsync, rename); a restore reads the
+// Per-epoch checkpoints that do not depend on world size: every trained module and its optimizer state,
+// epoch, seed and the epoch's metrics. Rank 0 writes them atomically (temporary file, fsync, rename); a restore reads the
 // newest one on rank 0 and broadcasts its bytes, so every rank loads identical state whatever its
 // filesystem sees, and reaches the same verdict on a bad file.
 #pragma once
@@ -13,6 +13,7 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/config/config.h"
 #include "runtime/log/run_events.h"
+#include "runtime/train/train_state.h"
 
 namespace dtrain {
 
@@ -22,8 +23,8 @@ struct CheckpointMeta {
   std::string workload;
   std::string optimizer;
   int64_t world_size = 0;  // informational: a checkpoint resumes at any world size
-  // The epoch's reduced metrics (epoch, epochs, lr, losses, accuracy, counts). Absent in checkpoints of
-  // format 1, which did not store them.
+  // The epoch's reduced metrics (epoch, epochs, lr, sample counts, the named training and evaluation
+  // metrics). Absent in checkpoints of format 1, which did not store them.
   std::optional<EpochStats> metrics;
   std::string path;  // where it was read from (restore only)
 };
@@ -36,15 +37,15 @@ class Checkpointer final {
   // the file just written, never one of a later epoch); returns its path ("" on other ranks).
   // Throws NonFiniteError, writing nothing, when a parameter or buffer is NaN or infinite, and IoError
   // when the file cannot be written (no partial file is left; existing checkpoints are untouched).
-  std::string save(const CheckpointMeta& meta, const torch::nn::Module& model,
-                   const torch::optim::Optimizer& optimizer) const;
+  std::string save(const CheckpointMeta& meta, const std::vector<TrainedModule>& modules) const;
 
-  // Collective. Loads the newest checkpoint of <dir> into `model` and `optimizer` on every rank and
-  // returns its metadata, or nullopt if the directory holds none. Throws DataError (the same on every
-  // rank) for an unreadable file, another workload or optimizer, parameters whose names, shapes or
-  // dtypes differ from the model's (checked before anything is loaded), or non-finite values.
-  std::optional<CheckpointMeta> restore(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
-                                        const std::string& workload, const std::string& optimizer_name) const;
+  // Collective. Loads the newest checkpoint of <dir> into every module and its optimizer, on every rank,
+  // and returns its metadata, or nullopt if the directory holds none. Throws DataError (the same on every
+  // rank) for an unreadable file, another workload or optimizer, a module the file lacks, parameters
+  // whose names, shapes or dtypes differ from the module's (checked before anything is loaded), or
+  // non-finite values. Checkpoints of formats 1 and 2 hold one module, which loads as "model".
+  std::optional<CheckpointMeta> restore(std::vector<TrainedModule>& modules, const std::string& workload,
+                                        const std::string& optimizer_name) const;
 
   // Path of the newest checkpoint in `dir`, if any. Throws DataError for a checkpoint file name whose
   // epoch number is out of range.

@@ -3,11 +3,11 @@
 #include <ATen/ATen.h>
 #include <torch/optim/optimizer.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
 #include "runtime/data/distributed_sampler.h"
-#include "runtime/train/autocast_scope.h"
 #include "runtime/train/optimizer_factory.h"
 #include "runtime/util/check.h"
 #include "runtime/util/process_stats.h"
@@ -30,6 +30,18 @@ uint64_t epoch_seed(int64_t seed, int64_t epoch, int rank) {
   return z ^ (z >> 31);
 }
 
+// "training loss is", "training metrics d_loss, g_loss are": what a non-finite check found.
+std::string non_finite_metrics(const char* split, const MetricValues& values, bool with_verb) {
+  std::vector<std::string> bad;
+  for (const MetricValue& m : values.all()) {
+    if (!std::isfinite(m.sum)) bad.push_back(m.name);
+  }
+  if (bad.size() == 1) return std::string(split) + " " + bad.front() + (with_verb ? " is" : "");
+  std::string names;
+  for (const std::string& name : bad) names += (names.empty() ? "" : ", ") + name;
+  return std::string(split) + " metrics " + names + (with_verb ? " are" : "");
+}
+
 std::string format_lr(double lr) {
   char text[32];
   std::snprintf(text, sizeof text, "%g", lr);
@@ -46,19 +58,26 @@ Trainer::Trainer(const TrainConfig& config, const Workload& workload, Communicat
       logger_(logger),
       make_reducer_(std::move(make_reducer)),
       device_(device),
+      state_(config.train, device,
+             [this](int64_t epoch, int64_t first, int64_t last, const std::string& what) {
+               return non_finite(epoch, first, last, what);
+             }),
       seed_(config.train.seed),
       activity_(activity) {
   at::manual_seed(static_cast<uint64_t>(seed_));
-  model_ = workload_.make_model();
-  model_->to(device_);
+  for (NamedModule& named : workload_.make_modules()) {
+    named.module->to(device_);  // before the optimizer takes the parameters
+    auto optimizer = make_optimizer(config_.train, named.module->parameters());
+    state_.add(named.name, std::move(named.module), std::move(optimizer));
+  }
+  DTRAIN_CHECK(!state_.modules().empty(), Error, "workload '" << workload_.name() << "' made no modules to train");
+  step_ = workload_.make_step();
   data_ = workload_.load_data(config_.data, static_cast<uint64_t>(seed_));
   DTRAIN_CHECK(data_.train.size() > 0 && data_.test.size() > 0, DataError,
                "workload '" << workload_.name() << "' loaded an empty dataset (" << data_.train.size() << " train, "
                             << data_.test.size() << " test samples) from " << data_.description);
   data_.train = data_.train.to(device_);
   data_.test = data_.test.to(device_);
-  optimizer_ = make_optimizer(config_.train, model_->parameters());
-  if (config_.train.precision == Precision::kFp16) scaler_ = std::make_unique<LossScaler>();
 }
 
 Trainer::~Trainer() = default;
@@ -67,11 +86,15 @@ void Trainer::set_phase(Phase phase, int64_t epoch, int64_t step) {
   if (activity_ != nullptr) activity_->set_phase(phase, epoch, step);
 }
 
+void Trainer::set_learning_rate(double lr) {
+  for (TrainedModule& m : state_.modules()) dtrain::set_learning_rate(*m.optimizer, lr);
+}
+
 void Trainer::restore() {
   if (!config_.checkpoint.resume) return;
   set_phase(Phase::kRestoring, 0);
   Checkpointer checkpointer(config_.checkpoint, comm_);
-  restored_ = checkpointer.restore(*model_, *optimizer_, workload_.name(), to_string(config_.train.optimizer));
+  restored_ = checkpointer.restore(state_.modules(), workload_.name(), to_string(config_.train.optimizer));
   if (!restored_) {
     resume_note_ = "no checkpoint in " + config_.checkpoint.dir + "; starting at epoch 1";
     return;
@@ -86,13 +109,15 @@ void Trainer::restore() {
 TrainResult Trainer::run(RunInfo info) {
   Stopwatch total;
   Checkpointer checkpointer(config_.checkpoint, comm_);
-  std::unique_ptr<GradReducer> reducer = make_reducer_(model_->parameters(), model_->buffers(), comm_);
+  for (TrainedModule& m : state_.modules()) m.reducer = make_reducer_(m.module->parameters(), m.module->buffers(), comm_);
 
   info.data_description = data_.description;
   info.train_samples = data_.train.size();
   info.test_samples = data_.test.size();
   info.parameters = 0;
-  for (const at::Tensor& p : model_->parameters()) info.parameters += p.numel();
+  for (const TrainedModule& m : state_.modules()) {
+    for (const at::Tensor& p : m.module->parameters()) info.parameters += p.numel();
+  }
   logger_.run_start(info);
   if (!resume_note_.empty()) logger_.info(resume_note_);
 
@@ -106,21 +131,15 @@ TrainResult Trainer::run(RunInfo info) {
     } else {
       // Format 1 checkpoints did not store metrics; the restored model gives the test figures again.
       set_phase(Phase::kEvaluating, restored_->epoch);
-      MetricTotals none;
-      MetricTotals test = evaluate();
-      reduce_totals(comm_, none, test);
+      const MetricSums test = evaluate();
       last.epoch = restored_->epoch;
       last.epochs = std::max(restored_->epoch, config_.train.epochs);
-      last.train_loss = std::nan("");
-      last.test_loss = test.mean_loss();
-      last.test_accuracy = test.accuracy();
-      last.test_correct = static_cast<int64_t>(test.correct);
-      last.test_samples = static_cast<int64_t>(test.samples);
+      last.test = test.reduce(comm_);
+      last.test_samples = data_.test.size();
     }
     last.checkpoint_path = restored_->path;
     logger_.finished_run(last);
-    summary.final_test_accuracy = last.test_accuracy;
-    summary.final_test_loss = last.test_loss;
+    summary.final_test = last.test;
   }
 
   for (int64_t epoch = first_epoch_; epoch <= config_.train.epochs; ++epoch) {
@@ -129,40 +148,44 @@ TrainResult Trainer::run(RunInfo info) {
     stats.epoch = epoch;
     stats.epochs = config_.train.epochs;
     stats.lr = learning_rate_for_epoch(config_.train, epoch);
-    set_learning_rate(*optimizer_, stats.lr);
+    set_learning_rate(stats.lr);
     at::manual_seed(epoch_seed(seed_, epoch, comm_.rank()));
 
     Stopwatch phase;
     set_phase(Phase::kTraining, epoch);
-    MetricTotals train = train_epoch(epoch, *reducer, stats);
+    const MetricSums train = train_epoch(epoch, stats);
     stats.train_s = phase.elapsed_s();
     phase.reset();
     set_phase(Phase::kEvaluating, epoch);
-    MetricTotals test = evaluate();
-    reduce_totals(comm_, train, test);
+    const MetricSums test = evaluate();
+    MetricSums counts({"train_samples"}, at::TensorOptions(at::kCPU));
+    counts.add("train_samples", at::tensor(static_cast<double>(stats.train_samples), at::kDouble),
+               static_cast<double>(stats.train_samples));
+    const std::vector<MetricValues> reduced = reduce_all(comm_, {&train, &test, &counts});
     stats.eval_s = phase.elapsed_s();
 
-    // The totals are reduced over all ranks, so every rank takes the same branch here.
-    if (train.samples == 0) {
+    // The values are reduced over all ranks, so every rank takes the same branch here.
+    stats.train_samples = static_cast<int64_t>(reduced[2].all().front().weight);
+    if (stats.train_samples == 0) {
       throw non_finite(epoch, 1, stats.steps,
                        "every optimizer step had a NaN or infinite loss or gradient and was skipped; skipping "
                        "cannot recover from this");
     }
-    if (!std::isfinite(train.loss_sum)) throw non_finite(epoch, 1, stats.steps, "the training loss is NaN or infinite");
-    if (!std::isfinite(test.loss_sum)) {
-      throw non_finite(epoch, 0, 0, "evaluation after the epoch gave a NaN or infinite test loss");
+    if (!reduced[0].all_finite()) {
+      throw non_finite(epoch, 1, stats.steps, "the " + non_finite_metrics("training", reduced[0], true) + " NaN or infinite");
     }
-    stats.train_samples = static_cast<int64_t>(train.samples);
-    stats.train_loss = train.mean_loss();
-    stats.test_loss = test.mean_loss();
-    stats.test_accuracy = test.accuracy();
-    stats.test_correct = static_cast<int64_t>(test.correct);
-    stats.test_samples = static_cast<int64_t>(test.samples);
-    stats.samples_per_s = stats.train_s > 0 ? train.samples / stats.train_s : 0.0;
+    if (!reduced[1].all_finite()) {
+      throw non_finite(epoch, 0, 0, "evaluation after the epoch gave a NaN or infinite " +
+                                        non_finite_metrics("test", reduced[1], false));
+    }
+    stats.train = reduced[0];
+    stats.test = reduced[1];
+    stats.test_samples = data_.test.size();
+    stats.samples_per_s = stats.train_s > 0 ? static_cast<double>(stats.train_samples) / stats.train_s : 0.0;
     if (config_.checkpoint.enabled) {
       set_phase(Phase::kCheckpointing, epoch);
       CheckpointMeta meta{epoch, seed_, workload_.name(), to_string(config_.train.optimizer), comm_.world_size(), stats, ""};
-      stats.checkpoint_path = checkpointer.save(meta, *model_, *optimizer_);
+      stats.checkpoint_path = checkpointer.save(meta, state_.modules());
     }
     stats.epoch_s = epoch_watch.elapsed_s();
     logger_.epoch_end(stats);
@@ -171,10 +194,7 @@ TrainResult Trainer::run(RunInfo info) {
 
   set_phase(Phase::kFinishing, config_.train.epochs);
   summary.epochs_run = static_cast<int64_t>(result.epochs.size());
-  if (!result.epochs.empty()) {
-    summary.final_test_accuracy = result.epochs.back().test_accuracy;
-    summary.final_test_loss = result.epochs.back().test_loss;
-  }
+  if (!result.epochs.empty()) summary.final_test = result.epochs.back().test;
   const at::Tensor peaks = comm_.allgather(at::tensor(peak_rss_bytes(), at::kLong));
   summary.peak_rss_bytes.assign(peaks.data_ptr<int64_t>(), peaks.data_ptr<int64_t>() + peaks.numel());
   summary.total_s = total.elapsed_s();
@@ -199,34 +219,7 @@ NonFiniteError Trainer::non_finite(int64_t epoch, int64_t first_step, int64_t la
                         "); no checkpoint was written for this epoch. " + advice);
 }
 
-bool Trainer::optimizer_step(GradReducer& reducer, int64_t epoch, int64_t step) {
-  if (scaler_) {
-    // fp16: non-finite gradients are expected while the loss scale settles; the scaler skips those steps
-    // on every rank alike (the gradients it checks are the averaged ones). A NaN loss shows in the loss
-    // sums, which the progress checks and the epoch end inspect.
-    std::vector<at::Tensor> grads;
-    for (const at::Tensor& p : model_->parameters()) grads.push_back(p.grad());
-    const bool found_inf = scaler_->unscale_and_check(grads);
-    scaler_->update(found_inf);
-    if (!found_inf) optimizer_->step();
-    return !found_inf;
-  }
-  const at::Tensor finite = reducer.all_finite();
-  if (config_.train.on_nonfinite == NonFinitePolicy::kSkipStep) {
-    // One host read per optimizer step: the price of deciding on the host (docs/failures.md).
-    if (!finite.item<bool>()) return false;
-  } else if (!device_.is_cuda()) {
-    // On the CPU reading the flag costs nothing: stop before the step, with the parameters still finite.
-    if (!finite.item<bool>()) throw non_finite(epoch, step, step, "the loss or the averaged gradients are NaN or infinite");
-  } else {
-    first_nonfinite_step_ = at::where(finite.logical_or(first_nonfinite_step_ >= 0), first_nonfinite_step_,
-                                      at::full({}, step, first_nonfinite_step_.options()));
-  }
-  optimizer_->step();
-  return true;
-}
-
-MetricTotals Trainer::train_epoch(int64_t epoch, GradReducer& reducer, EpochStats& stats) {
+MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
   const TrainOptions& opt = config_.train;
   const TensorDataset& train = data_.train;
   const DistributedSampler sampler(train.size(), comm_.rank(), comm_.world_size(), static_cast<uint64_t>(seed_));
@@ -238,18 +231,21 @@ MetricTotals Trainer::train_epoch(int64_t epoch, GradReducer& reducer, EpochStat
   stats.steps = steps;
   const bool skip_nonfinite = opt.on_nonfinite == NonFinitePolicy::kSkipStep;
   const int64_t check_every = config_.log.interval > 0 ? config_.log.interval : kNonFiniteCheckSteps;
+  auto check_device_flag = [&] {
+    const int64_t bad_step = state_.first_nonfinite_step();
+    if (bad_step > 0) throw non_finite(epoch, bad_step, bad_step, "the loss or the averaged gradients are NaN or infinite");
+  };
 
-  model_->train();
-  // Loss sums stay on the device; reading them every step would synchronise a GPU. A group's sum (the
-  // micro-batches of one optimizer step) joins the epoch's when its step is taken, or, with skip-step,
-  // is dropped with the step.
-  const at::TensorOptions sum_options = train.inputs.options().dtype(at::kDouble);
-  at::Tensor loss_sum = at::zeros({}, sum_options);
-  at::Tensor interval_loss_sum = at::zeros({}, sum_options);
-  at::Tensor group_loss_sum = at::zeros({}, sum_options);
-  first_nonfinite_step_ = at::full({}, -1, train.inputs.options().dtype(at::kLong));
+  for (TrainedModule& m : state_.modules()) m.module->train();
+  state_.begin_epoch();
+  // Metric sums stay on the device; reading them every step would synchronise a GPU. A group's sums (the
+  // micro-batches of one optimizer step) join the epoch's when its steps are taken, or, with skip-step,
+  // are dropped with a skipped step.
+  const at::TensorOptions sum_options = train.inputs.options();
+  MetricSums epoch_sums(step_->train_metrics(), sum_options);
+  MetricSums interval_sums(step_->train_metrics(), sum_options);
+  MetricSums group_sums(step_->train_metrics(), sum_options);
   int64_t samples_seen = 0;
-  int64_t interval_samples = 0;
   int64_t group_samples = 0;
   int64_t interval_first_step = 1;
   for (int64_t step = 0; step < steps; ++step) {
@@ -257,116 +253,80 @@ MetricTotals Trainer::train_epoch(int64_t epoch, GradReducer& reducer, EpochStat
     const int64_t begin = step * opt.batch_size;
     const int64_t count = std::min(opt.batch_size, samples - begin);
     const at::Tensor batch_index = index.narrow(0, begin, count);
-    const at::Tensor inputs = train.gather_inputs(batch_index);
-    const at::Tensor targets = train.targets.index_select(0, batch_index);
+    const Batch batch{train.gather_inputs(batch_index), train.targets.index_select(0, batch_index), count};
 
-    // Accumulation groups of `accumulate` backward passes; the epoch's last group may be shorter, and its
+    // Accumulation groups of `accumulate` micro-batches; the epoch's last group may be shorter, and its
     // micro-batches are weighted by its real size so the gradient stays a mean.
     const int64_t group_start = step - step % opt.accumulate;
     const int64_t group_size = std::min(opt.accumulate, steps - group_start);
-    const bool sync = step == group_start + group_size - 1;
-
-    reducer.prepare_backward(sync);
-    at::Tensor loss;
-    {
-      AutocastScope autocast(device_.type(), opt.precision);
-      loss = workload_.loss(model_->forward(inputs), targets);
-    }
-    // The weight is 1/group_size where the loss is finite and NaN where it is not (0 x inf = NaN): a bad
-    // loss on one rank makes its gradients NaN, and the average carries that to every rank, so the
-    // gradient check after the allreduce is one signal that all ranks agree on, with no collective of its
-    // own and no host read here.
-    const at::Tensor weight = loss.detach().mul(0.0).add_(1.0 / static_cast<double>(group_size));
-    at::Tensor objective = loss * weight;
-    if (scaler_) objective = scaler_->scale(objective);
-    objective.backward();
-    const StepCommStats comm = reducer.finish_backward();
+    MicroBatch micro{epoch, step + 1, group_size, step == group_start, step == group_start + group_size - 1};
+    state_.begin_micro_batch(micro);
+    step_->train(batch, state_, group_sums);
+    const StepCommStats comm = state_.take_comm_stats();
     stats.comm_s += comm.comm_s;
     stats.exposed_comm_s += comm.exposed_comm_s;
     stats.bytes_allreduced += comm.bytes_reduced;
-    group_loss_sum.add_(loss.detach().to(at::kDouble) * static_cast<double>(count));
     group_samples += count;
-    if (sync) {
-      const bool taken = optimizer_step(reducer, epoch, step + 1);
-      reducer.zero_grad();
-      if (!taken) ++stats.skipped_steps;
-      if (taken || !skip_nonfinite) {
-        loss_sum.add_(group_loss_sum);
-        interval_loss_sum.add_(group_loss_sum);
+    if (micro.last) {
+      if (!(skip_nonfinite && state_.group_skipped())) {
+        epoch_sums.add(group_sums);
+        interval_sums.add(group_sums);
         samples_seen += group_samples;
-        interval_samples += group_samples;
       }
-      group_loss_sum.zero_();
+      group_sums.zero();
       group_samples = 0;
     }
 
-    if (device_.is_cuda() && (step + 1) % check_every == 0) {
-      const int64_t bad_step = first_nonfinite_step_.item<int64_t>();
-      if (bad_step > 0) throw non_finite(epoch, bad_step, bad_step, "the loss or the averaged gradients are NaN or infinite");
-    }
+    if (device_.is_cuda() && (step + 1) % check_every == 0) check_device_flag();
     if (config_.log.interval > 0 && (step + 1) % config_.log.interval == 0) {
-      // Collective on every rank at the same steps: the line shows the loss of all ranks, not rank 0's.
-      at::Tensor sums = at::tensor(std::vector<double>{interval_loss_sum.item<double>(), static_cast<double>(interval_samples)});
-      comm_.allreduce(sums, ReduceOp::kSum);
-      if (!std::isfinite(sums[0].item<double>())) {
-        throw non_finite(epoch, interval_first_step, step + 1, "the training loss is NaN or infinite");
+      // Collective on every rank at the same steps: the line shows the metrics of all ranks, not rank 0's.
+      const MetricValues progress_values = interval_sums.reduce(comm_);
+      if (!progress_values.all_finite()) {
+        throw non_finite(epoch, interval_first_step, step + 1,
+                         "the " + non_finite_metrics("training", progress_values, true) + " NaN or infinite");
       }
-      if (sums[1].item<double>() > 0) {  // else every step since the last line was skipped (skip-step)
+      bool any = false;  // else every step since the last line was skipped (skip-step)
+      for (const MetricValue& m : progress_values.all()) any = any || m.weight > 0;
+      if (any) {
         ProgressInfo progress;
         progress.epoch = epoch;
         progress.samples_total = train.size();
         progress.samples_done = std::min(train.size(), (step + 1) * opt.batch_size * comm_.world_size());
-        progress.loss = sums[0].item<double>() / sums[1].item<double>();
+        progress.metrics = progress_values;
         logger_.train_progress(progress);
       }
-      interval_loss_sum.zero_();
-      interval_samples = 0;
+      interval_sums.zero();
       interval_first_step = step + 2;
     }
     logger_.step_progress(epoch, step + 1, steps);
   }
-  if (device_.is_cuda()) {
-    const int64_t bad_step = first_nonfinite_step_.item<int64_t>();
-    if (bad_step > 0) throw non_finite(epoch, bad_step, bad_step, "the loss or the averaged gradients are NaN or infinite");
-  }
-  if (scaler_ && scaler_->skipped_steps() > 0) {
-    logger_.info("fp16: " + std::to_string(scaler_->skipped_steps()) +
+  if (device_.is_cuda()) check_device_flag();
+  stats.skipped_steps = state_.skipped_steps();
+  if (const LossScaler* scaler = state_.scaler(); scaler != nullptr && scaler->skipped_steps() > 0) {
+    logger_.info("fp16: " + std::to_string(scaler->skipped_steps()) +
                  " optimizer steps skipped so far for inf/NaN gradients; loss scale now " +
-                 std::to_string(scaler_->current_scale()));
+                 std::to_string(scaler->current_scale()));
   } else if (stats.skipped_steps > 0) {
     logger_.info("epoch " + std::to_string(epoch) + ": " + std::to_string(stats.skipped_steps) + " of " +
                  std::to_string(stats.steps) +
                  " optimizer steps skipped for a NaN or infinite loss or gradient (train.on_nonfinite: skip-step)");
   }
-  MetricTotals totals;
-  totals.loss_sum = loss_sum.item<double>();
-  totals.samples = static_cast<double>(samples_seen);
-  return totals;
+  stats.train_samples = samples_seen;  // this rank's; run() reduces it
+  return epoch_sums;
 }
 
-MetricTotals Trainer::evaluate() {
+MetricSums Trainer::evaluate() {
   const TensorDataset& test = data_.test;
   const Range shard = eval_shard(test.size(), comm_.rank(), comm_.world_size());
-  model_->eval();
+  for (TrainedModule& m : state_.modules()) m.module->eval();
   at::NoGradGuard no_grad;
-  at::Tensor loss_sum = at::zeros({}, test.inputs.options().dtype(at::kDouble));
-  at::Tensor correct = at::zeros({}, test.inputs.options().dtype(at::kLong));
+  MetricSums sums(step_->eval_metrics(), test.inputs.options());
   for (int64_t begin = shard.begin; begin < shard.end; begin += config_.train.eval_batch_size) {
     const int64_t count = std::min(config_.train.eval_batch_size, shard.end - begin);
-    at::Tensor outputs;
-    {
-      AutocastScope autocast(device_.type(), config_.train.precision);
-      outputs = model_->forward(test.slice_inputs(begin, count));
-    }
-    const at::Tensor targets = test.targets.narrow(0, begin, count);
-    loss_sum.add_(workload_.loss(outputs, targets).to(at::kDouble) * static_cast<double>(count));
-    correct.add_(workload_.count_correct(outputs, targets));
+    const Batch batch{test.slice_inputs(begin, count), test.targets.narrow(0, begin, count), count};
+    step_->evaluate(batch, state_, sums);
   }
-  MetricTotals totals;
-  totals.loss_sum = loss_sum.item<double>();
-  totals.correct = static_cast<double>(correct.item<int64_t>());
-  totals.samples = static_cast<double>(shard.end - shard.begin);
-  return totals;
+  return sums;
 }
 
 }  // namespace dtrain

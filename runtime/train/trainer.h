@@ -1,5 +1,6 @@
-// The one training loop: epochs of sharded training with gradient averaging, evaluation on the whole
-// test set, the learning-rate schedule, checkpoints and metrics reduced over all ranks.
+// The one training loop: epochs of sharded batches handed to the workload's step, evaluation on the
+// whole test set, the learning-rate schedule, checkpoints and the step's metrics reduced over all ranks.
+// Nothing here knows what a workload trains: its modules, losses and metrics come through TrainStep.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -15,20 +16,17 @@
 #include "runtime/log/run_events.h"
 #include "runtime/log/run_logger.h"
 #include "runtime/reduce/grad_reducer.h"
-#include "runtime/train/loss_scaler.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/metrics.h"
+#include "runtime/train/train_state.h"
+#include "runtime/train/train_step.h"
 #include "runtime/train/workload.h"
 #include "runtime/util/activity.h"
 #include "runtime/util/error.h"
 
-namespace torch::optim {
-class Optimizer;
-}
-
 namespace dtrain {
 
-// Builds the gradient reducer for the model's parameters and buffers (the caller picks the class).
+// Builds the gradient reducer of one module's parameters and buffers (the caller picks the class).
 using ReducerFactory = std::function<std::unique_ptr<GradReducer>(
     std::vector<at::Tensor> params, const std::vector<at::Tensor>& buffers, Communicator& comm)>;
 
@@ -39,7 +37,7 @@ struct TrainResult {
 
 class Trainer final {
  public:
-  // Local: builds the model and optimizer on `device` and loads the data there (uploaded once; batches
+  // Local: builds the workload's modules, one optimizer each, and its step on `device`, and loads the data there (uploaded once; batches
   // are gathered on the device). Throws DataError/ConfigError; nothing collective happens here, so the
   // caller can agree on failure across ranks before restore() and run(). `activity`, if given, is kept
   // up to date with the phase, epoch and step (for the heartbeat and error records).
@@ -48,7 +46,8 @@ class Trainer final {
           Activity* activity = nullptr);
   ~Trainer();
 
-  // Collective: with checkpoint.resume, loads the newest checkpoint of checkpoint.dir on every rank.
+  // Collective: with checkpoint.resume, loads the newest checkpoint of checkpoint.dir on every rank (every
+  // module and optimizer).
   // Throws DataError, the same on every rank, for an unusable checkpoint, so the caller can agree on it
   // and exit on every rank without aborting. Without it, run() starts at epoch 1.
   void restore();
@@ -60,15 +59,13 @@ class Trainer final {
   // optimizer step on every rank (skip-step); no checkpoint with non-finite values is written.
   TrainResult run(RunInfo info);
 
-  Model& model() { return *model_; }
+  TrainState& state() { return state_; }
   const WorkloadData& data() const { return data_; }
 
  private:
-  MetricTotals train_epoch(int64_t epoch, GradReducer& reducer, EpochStats& stats);
-  MetricTotals evaluate();
-  // The optimizer step on the averaged gradients, unless they are not finite and the step is to be
-  // skipped (fp16 overflow, or train.on_nonfinite skip-step). Returns whether it was taken.
-  bool optimizer_step(GradReducer& reducer, int64_t epoch, int64_t step);
+  MetricSums train_epoch(int64_t epoch, EpochStats& stats);
+  MetricSums evaluate();
+  void set_learning_rate(double lr);
   // The NonFiniteError for steps [first_step, last_step] of `epoch` (one step when they are equal).
   NonFiniteError non_finite(int64_t epoch, int64_t first_step, int64_t last_step, const std::string& what) const;
   void set_phase(Phase phase, int64_t epoch, int64_t step = 0);
@@ -79,15 +76,11 @@ class Trainer final {
   RunLogger& logger_;
   ReducerFactory make_reducer_;
   c10::Device device_;
-  std::unique_ptr<LossScaler> scaler_;  // fp16 only
-  std::shared_ptr<Model> model_;
-  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  TrainState state_;
+  std::unique_ptr<TrainStep> step_;
   WorkloadData data_;
   int64_t seed_;
   Activity* activity_;
-  // CUDA with train.on_nonfinite stop: the epoch's first step whose averaged gradients were not finite
-  // (-1: none), kept on the device so that the step never waits for the host; read at check points.
-  at::Tensor first_nonfinite_step_;
   int64_t first_epoch_ = 1;
   std::string resume_note_;
   std::optional<CheckpointMeta> restored_;

@@ -1,5 +1,5 @@
-// What a workload supplies to the one training loop: a model, its data, a loss and a correctness count.
-// Workloads never run their own epoch loop.
+// What a workload supplies to the one training loop: its modules, its data and its step. Workloads
+// never run their own epoch loop; ClassifierWorkload covers supervised classification in a few lines.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -7,9 +7,11 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/config/config.h"
 #include "runtime/data/tensor_dataset.h"
+#include "runtime/train/train_step.h"
 
 namespace dtrain {
 
@@ -26,24 +28,41 @@ struct WorkloadData {
   std::string description;  // where the data came from, for the run log
 };
 
+// A module to train, under the name the step and the checkpoints know it by.
+struct NamedModule {
+  std::string name;
+  std::shared_ptr<torch::nn::Module> module;
+};
+
 class Workload {
  public:
   virtual ~Workload() = default;
 
   virtual std::string name() const = 0;
 
-  // Local. A freshly initialised model (from torch's global RNG); the reducer then copies rank 0's
-  // parameters to every rank.
-  virtual std::shared_ptr<Model> make_model() const = 0;
+  // Local. Freshly initialised modules (from torch's global RNG), each trained with its own optimizer
+  // and reducer; the reducers then copy rank 0's parameters to every rank.
+  virtual std::vector<NamedModule> make_modules() const = 0;
 
   // Local. Loads or generates both splits. Throws DataError saying what is missing and how to get it.
   virtual WorkloadData load_data(const DataOptions& options, uint64_t seed) const = 0;
 
-  // Mean loss over the batch, differentiable.
-  virtual at::Tensor loss(const at::Tensor& outputs, const at::Tensor& targets) const = 0;
+  // The step that trains and evaluates the modules of make_modules().
+  virtual std::unique_ptr<TrainStep> make_step() const = 0;
+};
 
-  // Number of correct predictions in the batch, as a 0-dim int64 tensor on the outputs' device (no sync).
-  virtual at::Tensor count_correct(const at::Tensor& outputs, const at::Tensor& targets) const = 0;
+// A classifier: one module, "model", whose outputs are class scores; trained by SupervisedStep on the
+// mean loss, evaluated on accuracy and loss.
+class ClassifierWorkload : public Workload {
+ public:
+  enum class Outputs { kLogProbabilities, kLogits };  // log_softmax outputs take NLL, logits cross-entropy
+
+  // Local. A freshly initialised model.
+  virtual std::shared_ptr<Model> make_model() const = 0;
+  virtual Outputs outputs() const { return Outputs::kLogits; }
+
+  std::vector<NamedModule> make_modules() const override { return {{"model", make_model()}}; }
+  std::unique_ptr<TrainStep> make_step() const override;
 };
 
 }  // namespace dtrain

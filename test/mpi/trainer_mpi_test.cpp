@@ -27,7 +27,7 @@ TEST_CASE("training at world W lowers the loss and keeps replicas identical", "[
   auto workload = test::make_tiny_workload(tiny);
   const test::TrainRun run = test::train_run(config, *workload, *comm);
   REQUIRE(run.result.epochs.size() == 3);
-  CHECK(run.result.epochs[2].train_loss < run.result.epochs[0].train_loss);
+  CHECK(run.result.epochs[2].train.at("loss") < run.result.epochs[0].train.at("loss"));
   CHECK(run.result.epochs[0].test_samples == 64);  // the whole test set, not one shard
   CHECK(run.result.epochs[0].bytes_allreduced > 0);
   CHECK(run.result.summary.peak_rss_bytes.size() == static_cast<size_t>(comm->world_size()));

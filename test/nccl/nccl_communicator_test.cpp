@@ -180,15 +180,15 @@ TEST_CASE("training on the GPU over NCCL matches training on the CPU", "[nccl][g
   if (comm->world_size() == 1) {
     CHECK(test::max_relative_difference(on_gpu_run.params.cpu(), on_cpu_run.params) < 1e-3);
   }
-  CHECK(on_gpu_run.result.epochs.back().train_loss < on_gpu_run.result.epochs.front().train_loss);
+  CHECK(on_gpu_run.result.epochs.back().train.at("loss") < on_gpu_run.result.epochs.front().train.at("loss"));
 
   for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
     TrainConfig mixed = config;
     mixed.train.precision = precision;
     mixed.comm.compress = Compression::kBf16;
     const test::TrainRun run = test::train_run(mixed, *workload, *comm, ReducerOptions{BucketOptions{512, 64}, true}, gpu);
-    CHECK(run.result.epochs.back().train_loss < run.result.epochs.front().train_loss);
-    CHECK(std::isfinite(run.result.epochs.back().test_loss));
+    CHECK(run.result.epochs.back().train.at("loss") < run.result.epochs.front().train.at("loss"));
+    CHECK(std::isfinite(run.result.epochs.back().test.at("loss")));
   }
 }
 

@@ -10,7 +10,7 @@
 namespace dtrain::test {
 
 // All parameters flattened into one float64 vector (a copy).
-inline at::Tensor flat_params(Model& model) {
+inline at::Tensor flat_params(torch::nn::Module& model) {
   std::vector<at::Tensor> parts;
   for (const at::Tensor& p : model.parameters()) parts.push_back(p.detach().reshape(-1).to(at::kDouble));
   return at::cat(parts);

@@ -28,13 +28,14 @@ class TinyNet final : public Model {
   torch::nn::Linear fc2_;
 };
 
-class TinyWorkload final : public Workload {
+class TinyWorkload final : public ClassifierWorkload {
  public:
   explicit TinyWorkload(TinyOptions options) : options_(options) {}
   std::string name() const override { return "tiny"; }
   std::shared_ptr<Model> make_model() const override {
     return std::make_shared<TinyNet>(options_.dropout, options_.hidden);
   }
+  Outputs outputs() const override { return Outputs::kLogProbabilities; }
   WorkloadData load_data(const DataOptions&, uint64_t seed) const override {
     WorkloadData data;
     data.train = make_synthetic_dataset({{8}, 4, options_.train_samples, 1.0}, seed, seed + 1);
@@ -44,12 +45,6 @@ class TinyWorkload final : public Workload {
     data.description = "tiny synthetic";
     return data;
   }
-  at::Tensor loss(const at::Tensor& outputs, const at::Tensor& targets) const override {
-    return at::nll_loss(outputs, targets);
-  }
-  at::Tensor count_correct(const at::Tensor& outputs, const at::Tensor& targets) const override {
-    return outputs.argmax(1).eq(targets).sum();
-  }
 
  private:
   TinyOptions options_;
@@ -57,7 +52,7 @@ class TinyWorkload final : public Workload {
 
 }  // namespace
 
-std::unique_ptr<Workload> make_tiny_workload(TinyOptions options) { return std::make_unique<TinyWorkload>(options); }
+std::unique_ptr<ClassifierWorkload> make_tiny_workload(TinyOptions options) { return std::make_unique<TinyWorkload>(options); }
 
 TrainConfig tiny_config(const std::string& dir) {
   TrainConfig config;

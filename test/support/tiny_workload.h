@@ -18,7 +18,7 @@ struct TinyOptions {
   bool nan_test_inputs = false;            // every test input NaN
 };
 
-std::unique_ptr<Workload> make_tiny_workload(TinyOptions options = {});
+std::unique_ptr<ClassifierWorkload> make_tiny_workload(TinyOptions options = {});
 
 // A config for the tiny workload whose checkpoints and logs go under `dir`.
 TrainConfig tiny_config(const std::string& dir);

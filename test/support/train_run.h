@@ -4,7 +4,10 @@
 
 #include <ATen/ATen.h>
 
+#include <map>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "runtime/comm/local_communicator.h"
 #include "runtime/reduce/bucketed_reducer.h"
@@ -14,7 +17,8 @@
 namespace dtrain::test {
 
 struct TrainRun {
-  at::Tensor params;  // flattened final parameters
+  at::Tensor params;                                // flattened final parameters of every module, in order
+  std::map<std::string, at::Tensor> module_params;  // flattened final parameters of each module
   TrainResult result;
   std::string console;
 };
@@ -32,7 +36,12 @@ inline TrainRun train_run(const TrainConfig& config, const Workload& workload, C
   trainer.restore();
   TrainRun run;
   run.result = trainer.run(RunInfo{});
-  run.params = flat_params(trainer.model());
+  std::vector<at::Tensor> all;
+  for (const TrainedModule& m : trainer.state().modules()) {
+    all.push_back(flat_params(*m.module));
+    run.module_params[m.name] = all.back();
+  }
+  run.params = at::cat(all);
   run.console = console.str();
   return run;
 }

@@ -50,9 +50,10 @@ TEST_CASE("a checkpoint that does not fit the model is rejected before anything 
   auto workload = test::make_tiny_workload(wider);
   auto model = workload->make_model();
   const at::Tensor before = test::flat_params(*model);
-  auto optimizer = make_optimizer(config.train, model->parameters());
+  std::vector<TrainedModule> modules;
+  modules.push_back({"model", model, make_optimizer(config.train, model->parameters()), nullptr});
   LocalCommunicator comm;
-  CHECK_THROWS_AS(Checkpointer(config.checkpoint, comm).restore(*model, *optimizer, "tiny", "sgd"), DataError);
+  CHECK_THROWS_AS(Checkpointer(config.checkpoint, comm).restore(modules, "tiny", "sgd"), DataError);
   CHECK(at::equal(test::flat_params(*model), before));
 }
 
@@ -102,13 +103,13 @@ TEST_CASE("resuming a finished run reports its final metrics from the checkpoint
   const test::TrainRun again = test::train_alone(config, *workload);
   CHECK(again.result.epochs.empty());
   CHECK(again.result.summary.epochs_run == 0);
-  CHECK(again.result.summary.final_test_accuracy == last.test_accuracy);
-  CHECK(again.result.summary.final_test_loss == last.test_loss);
+  CHECK(again.result.summary.final_test.at("accuracy") == last.test.at("accuracy"));
+  CHECK(again.result.summary.final_test.at("loss") == last.test.at("loss"));
   CHECK(at::equal(again.params, first.params));
   CHECK_THAT(again.console, Contains("epoch 2/2 | train_loss") && Contains("from its checkpoint, nothing left to train"));
   CHECK_THAT(again.console, Contains("{metricName: accuracy, metricValue: "));
   char loss[64];
-  std::snprintf(loss, sizeof loss, "{metricName: loss, metricValue: %.4f}", last.test_loss);
+  std::snprintf(loss, sizeof loss, "{metricName: loss, metricValue: %.4f}", last.test.at("loss"));
   CHECK_THAT(again.console, Contains(loss));
 
   // Raising train.epochs trains on from there.
@@ -128,11 +129,13 @@ TEST_CASE("a finished run's format-1 checkpoint, which has no metrics, is evalua
 
   // Rewrite the checkpoint as dtrain wrote format 1: the same model and optimizer, no metrics.
   auto model = workload->make_model();
-  auto optimizer = make_optimizer(config.train, model->parameters());
+  std::vector<TrainedModule> modules;
+  modules.push_back({"model", model, make_optimizer(config.train, model->parameters()), nullptr});
+  torch::optim::Optimizer& optimizer = *modules[0].optimizer;
   LocalCommunicator comm;
   TrainConfig resume = config;
   resume.checkpoint.resume = true;
-  Checkpointer(resume.checkpoint, comm).restore(*model, *optimizer, "tiny", "sgd");
+  Checkpointer(resume.checkpoint, comm).restore(modules, "tiny", "sgd");
   torch::serialize::OutputArchive archive;
   archive.write("format_version", at::tensor(int64_t{1}));
   archive.write("epoch", at::tensor(int64_t{1}));
@@ -144,13 +147,13 @@ TEST_CASE("a finished run's format-1 checkpoint, which has no metrics, is evalua
   model->save(model_archive);
   archive.write("model", model_archive);
   torch::serialize::OutputArchive optimizer_archive;
-  optimizer->save(optimizer_archive);
+  optimizer.save(optimizer_archive);
   archive.write("optimizer", optimizer_archive);
   archive.save_to(last.checkpoint_path);
 
   const test::TrainRun again = test::train_alone(resume, *workload);
   CHECK(again.result.epochs.empty());
-  CHECK(again.result.summary.final_test_accuracy == last.test_accuracy);
-  CHECK(again.result.summary.final_test_loss == Approx(last.test_loss).epsilon(1e-6));
-  CHECK_THAT(again.console, Contains("epoch 1/1 | test_loss"));  // no train_loss: format 1 did not keep it
+  CHECK(again.result.summary.final_test.at("accuracy") == last.test.at("accuracy"));
+  CHECK(again.result.summary.final_test.at("loss") == Approx(last.test.at("loss")).epsilon(1e-6));
+  CHECK_THAT(again.console, Contains("epoch 1/1 | test_acc"));  // no train_loss: format 1 did not keep it
 }

@@ -12,10 +12,8 @@ EpochStats sample_stats() {
   EpochStats s;
   s.epoch = 3;
   s.epochs = 10;
-  s.train_loss = 0.12344;
-  s.test_loss = 0.52118;
-  s.test_accuracy = 0.81014;
-  s.test_correct = 8101;
+  s.train = MetricValues({{"loss", 0.12344, 1234.4, 10000}});
+  s.test = MetricValues({{"accuracy", 0.8101, 8101, 10000}, {"loss", 0.52118, 5211.8, 10000}});
   s.test_samples = 10000;
   s.epoch_s = 12.34;
   s.samples_per_s = 48213.4;
@@ -35,20 +33,33 @@ TEST_CASE("the Katib metrics line matches the analysis tools' grammar", "[log]")
 }
 
 TEST_CASE("progress lines use global sample counts", "[log]") {
-  ProgressInfo p{1, 1280, 60000, 0.693147};
+  ProgressInfo p{1, 1280, 60000, MetricValues({{"loss", 0.693147, 887.23, 1280}})};
   CHECK(katib_progress_line(p) == "Train Epoch: 1 [1280/60000 (2%)]\tloss=0.6931");
   CHECK(pytorch_progress_line(p) == "Train Epoch: 1 [1280/60000 (2%)]\tLoss: 0.693147");
+}
+
+TEST_CASE("lines carry every metric a workload names, in its order", "[log]") {
+  EpochStats s = sample_stats();
+  s.train = MetricValues({{"d_loss", 0.5, 5, 10}, {"g_loss", 1.25, 12.5, 10}});
+  s.test = MetricValues({{"fid", 31.4159, 31.4159, 1}});
+  CHECK(katib_metrics_line(s, 1795255200) == "2026-11-21T10:00:00Z INFO     {metricName: fid, metricValue: 31.4159}");
+  CHECK(epoch_summary_line(s) == "epoch 3/10 | train_d_loss 0.5000 | train_g_loss 1.2500 | test_fid 31.4159 | 12.3 s | 48213 samples/s");
+  CHECK(pytorch_test_line(s) == "Test set: fid: 31.4159");
+  ProgressInfo p{2, 640, 6400, s.train};
+  CHECK(katib_progress_line(p) == "Train Epoch: 2 [640/6400 (10%)]\td_loss=0.5000\tg_loss=1.2500");
+  CHECK(pytorch_progress_line(p) == "Train Epoch: 2 [640/6400 (10%)]\td_loss: 0.500000\tg_loss: 1.250000");
+  CHECK(final_metrics_text(s.test) == "test_fid 31.4159");
 }
 
 TEST_CASE("pytorch and summary lines have a fixed field order", "[log]") {
   CHECK(pytorch_test_line(sample_stats()) == "Test set: Average loss: 0.5212, Accuracy: 8101/10000 (81%)");
   CHECK(epoch_summary_line(sample_stats()) ==
-        "epoch 3/10 | train_loss 0.1234 | test_loss 0.5212 | test_acc 81.01% | 12.3 s | 48213 samples/s");
+        "epoch 3/10 | train_loss 0.1234 | test_acc 81.01% | test_loss 0.5212 | 12.3 s | 48213 samples/s");
 }
 
 TEST_CASE("no console line contains the substring 'real'", "[log]") {
   const EpochStats s = sample_stats();
-  ProgressInfo p{1, 1280, 60000, 0.5};
+  ProgressInfo p{1, 1280, 60000, MetricValues({{"loss", 0.5, 640, 1280}})};
   for (const std::string& line : {katib_metrics_line(s, 0), katib_progress_line(p), pytorch_progress_line(p),
                                   pytorch_test_line(s), epoch_summary_line(s), progress_bar(5, 10, 20)}) {
     CHECK(line.find("real") == std::string::npos);

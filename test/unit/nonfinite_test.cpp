@@ -89,7 +89,7 @@ TEST_CASE("good checkpoints survive a run that diverges after resuming", "[train
   const test::TrainRun run = test::train_alone(resumed, *workload);
   REQUIRE(run.result.epochs.size() == 1);
   CHECK(run.result.epochs[0].epoch == 3);
-  CHECK(std::isfinite(run.result.epochs[0].train_loss));
+  CHECK(std::isfinite(run.result.epochs[0].train.at("loss")));
 }
 
 TEST_CASE("skip-step skips exactly the steps with a NaN loss and trains on", "[train][nonfinite]") {
@@ -108,9 +108,9 @@ TEST_CASE("skip-step skips exactly the steps with a NaN loss and trains on", "[t
     CHECK(epoch.skipped_steps == skipped);
     // The skipped steps' samples are not in the training loss, so it stays finite.
     CHECK(epoch.train_samples == 256 - skipped * config.train.batch_size);
-    CHECK(std::isfinite(epoch.train_loss));
+    CHECK(std::isfinite(epoch.train.at("loss")));
   }
-  CHECK(run.result.epochs[1].train_loss < run.result.epochs[0].train_loss);
+  CHECK(run.result.epochs[1].train.at("loss") < run.result.epochs[0].train.at("loss"));
   CHECK(all_finite(run.params));
   CHECK_THAT(run.console, Contains("epoch 1: ") && Contains(" of 16 optimizer steps skipped for a NaN or infinite loss"));
 }
@@ -141,7 +141,8 @@ TEST_CASE("a checkpoint is never written from non-finite parameters", "[checkpoi
   TrainConfig config = test::tiny_config(dir.path());
   auto workload = test::make_tiny_workload();
   auto model = workload->make_model();
-  auto optimizer = make_optimizer(config.train, model->parameters());
+  std::vector<TrainedModule> modules;
+  modules.push_back({"model", model, make_optimizer(config.train, model->parameters()), nullptr});
   {
     at::NoGradGuard no_grad;
     model->named_parameters()["fc2.bias"].fill_(std::nan(""));
@@ -149,7 +150,7 @@ TEST_CASE("a checkpoint is never written from non-finite parameters", "[checkpoi
   LocalCommunicator comm;
   Checkpointer checkpointer(config.checkpoint, comm);
   CheckpointMeta meta{1, 1, "tiny", "sgd", 1, std::nullopt, ""};
-  CHECK_THROWS_WITH(checkpointer.save(meta, *model, *optimizer),
+  CHECK_THROWS_WITH(checkpointer.save(meta, modules),
                     Contains("epoch 1: parameter fc2.bias is NaN or infinite; no checkpoint was written"));
   CHECK(checkpoint_names(config.checkpoint.dir).empty());
 }

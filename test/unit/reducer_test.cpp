@@ -59,7 +59,7 @@ TEST_CASE("gradients live in the bucket buffers and zero_grad keeps them there",
   std::vector<const void*> before;
   for (const auto& p : model->parameters()) before.push_back(p.grad().data_ptr());
   reducer.prepare_backward(true);
-  workload->loss(model->forward(batch_inputs(4, 1)), batch_targets(4, 1)).backward();
+  at::nll_loss(model->forward(batch_inputs(4, 1)), batch_targets(4, 1)).backward();
   reducer.finish_backward();
   for (size_t i = 0; i < before.size(); ++i) {
     CHECK(model->parameters()[i].grad().data_ptr() == before[i]);
@@ -81,7 +81,7 @@ TEST_CASE("buckets launch in order while backward is still running", "[reduce]")
   auto first_layer_grad_sum = [&] { return params[0].grad().abs().sum().item<double>(); };
   comm.grads_missing = [&] { return first_layer_grad_sum() == 0 ? int64_t{1} : int64_t{0}; };
   reducer.prepare_backward(true);
-  workload->loss(model->forward(batch_inputs(8, 2)), batch_targets(8, 2)).backward();
+  at::nll_loss(model->forward(batch_inputs(8, 2)), batch_targets(8, 2)).backward();
   const StepCommStats stats = reducer.finish_backward();
   REQUIRE(comm.launches.size() == 3);
   CHECK(comm.launches[0].bytes == 16);
@@ -108,11 +108,11 @@ TEST_CASE("accumulation micro-steps do not communicate and sum to the K-fold bat
   const at::Tensor y = batch_targets(k * b, 4);
   for (int64_t i = 0; i < k; ++i) {
     reducer.prepare_backward(i == k - 1);
-    (workload->loss(model->forward(x.narrow(0, i * b, b)), y.narrow(0, i * b, b)) / static_cast<double>(k)).backward();
+    (at::nll_loss(model->forward(x.narrow(0, i * b, b)), y.narrow(0, i * b, b)) / static_cast<double>(k)).backward();
     reducer.finish_backward();
     CHECK(comm.launches.size() == (i == k - 1 ? 1u : 0u));
   }
-  workload->loss(reference->forward(x), y).backward();
+  at::nll_loss(reference->forward(x), y).backward();
   for (size_t i = 0; i < model->parameters().size(); ++i) {
     CHECK(test::max_relative_difference(model->parameters()[i].grad().to(at::kDouble),
                                         reference->parameters()[i].grad().to(at::kDouble)) < 1e-5);
@@ -125,7 +125,7 @@ TEST_CASE("misusing the reducer is an error, not silent corruption", "[reduce]")
   LocalCommunicator comm;
   BucketedReducer reducer(model->parameters(), model->buffers(), comm, ReducerOptions{BucketOptions{}});
   CHECK_THROWS_AS(reducer.finish_backward(), Error);
-  CHECK_THROWS_WITH(workload->loss(model->forward(batch_inputs(2, 5)), batch_targets(2, 5)).backward(),
+  CHECK_THROWS_WITH(at::nll_loss(model->forward(batch_inputs(2, 5)), batch_targets(2, 5)).backward(),
                     Catch::Matchers::Contains("backward ran without prepare_backward()"));
   model->parameters()[0].mutable_grad() = at::zeros_like(model->parameters()[0]);
   CHECK_THROWS_WITH(reducer.prepare_backward(true), Catch::Matchers::Contains("had its .grad replaced"));

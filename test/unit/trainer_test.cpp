@@ -25,7 +25,7 @@ TEST_CASE("training on one rank lowers the loss and logs every epoch", "[train]"
   auto workload = test::make_tiny_workload();
   const test::TrainRun run = test::train_alone(config, *workload);
   REQUIRE(run.result.epochs.size() == 3);
-  CHECK(run.result.epochs[2].train_loss < run.result.epochs[0].train_loss);
+  CHECK(run.result.epochs[2].train.at("loss") < run.result.epochs[0].train.at("loss"));
   CHECK(run.result.epochs[0].train_samples == 256);
   CHECK(run.result.epochs[0].test_samples == 64);
   CHECK(run.result.epochs[1].lr == Approx(0.05 * 0.7));
@@ -58,8 +58,8 @@ TEST_CASE("training under bf16 autocast lowers the loss", "[train][precision]") 
   auto workload = test::make_tiny_workload();
   const test::TrainRun run = test::train_alone(config, *workload);
   REQUIRE(run.result.epochs.size() == 3);
-  CHECK(run.result.epochs[2].train_loss < run.result.epochs[0].train_loss);
-  CHECK(std::isfinite(run.result.epochs[2].test_loss));
+  CHECK(run.result.epochs[2].train.at("loss") < run.result.epochs[0].train.at("loss"));
+  CHECK(std::isfinite(run.result.epochs[2].test.at("loss")));
 }
 
 TEST_CASE("resuming after an epoch reproduces the uninterrupted run exactly", "[train][checkpoint]") {
@@ -136,12 +136,9 @@ TEST_CASE("unusable checkpoints are clear errors", "[checkpoint]") {
      public:
       explicit Renamed(const Workload& inner) : inner_(inner) {}
       std::string name() const override { return "other"; }
-      std::shared_ptr<Model> make_model() const override { return inner_.make_model(); }
+      std::vector<NamedModule> make_modules() const override { return inner_.make_modules(); }
       WorkloadData load_data(const DataOptions& o, uint64_t s) const override { return inner_.load_data(o, s); }
-      at::Tensor loss(const at::Tensor& a, const at::Tensor& b) const override { return inner_.loss(a, b); }
-      at::Tensor count_correct(const at::Tensor& a, const at::Tensor& b) const override {
-        return inner_.count_correct(a, b);
-      }
+      std::unique_ptr<TrainStep> make_step() const override { return inner_.make_step(); }
 
      private:
       const Workload& inner_;

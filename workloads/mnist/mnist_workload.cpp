@@ -78,11 +78,12 @@ TensorDataset load_split(const std::vector<std::string>& dirs, const std::string
   return split;
 }
 
-class MnistWorkload final : public Workload {
+class MnistWorkload final : public ClassifierWorkload {
  public:
   std::string name() const override { return "mnist"; }
 
   std::shared_ptr<Model> make_model() const override { return std::make_shared<MnistNet>(); }
+  Outputs outputs() const override { return Outputs::kLogProbabilities; }  // MnistNet ends in log_softmax
 
   WorkloadData load_data(const DataOptions& options, uint64_t seed) const override {
     WorkloadData data;
@@ -112,14 +113,6 @@ class MnistWorkload final : public Workload {
     data.test = load_split(dirs, "t10k", where);
     data.description = "MNIST-format IDX files in " + dir;
     return data;
-  }
-
-  at::Tensor loss(const at::Tensor& outputs, const at::Tensor& targets) const override {
-    return at::nll_loss(outputs, targets);
-  }
-
-  at::Tensor count_correct(const at::Tensor& outputs, const at::Tensor& targets) const override {
-    return outputs.argmax(1).eq(targets).sum();
   }
 };
 

@@ -1,0 +1,41 @@
+#include "runtime/train/supervised_step.h"
+
+#include <ATen/ATen.h>
+
+namespace dtrain {
+
+std::unique_ptr<TrainStep> ClassifierWorkload::make_step() const { return std::make_unique<SupervisedStep>(outputs()); }
+
+SupervisedStep::SupervisedStep(ClassifierWorkload::Outputs outputs, std::string module)
+    : outputs_(outputs), module_(std::move(module)) {}
+
+at::Tensor SupervisedStep::loss(const at::Tensor& outputs, const at::Tensor& targets) const {
+  if (outputs_ == ClassifierWorkload::Outputs::kLogProbabilities) return at::nll_loss(outputs, targets);
+  return at::cross_entropy_loss(outputs, targets);
+}
+
+void SupervisedStep::train(const Batch& batch, TrainState& state, MetricSums& metrics) {
+  Model& model = state.module_as<Model>(module_);
+  at::Tensor loss;
+  {
+    auto autocast = state.autocast();
+    loss = this->loss(model.forward(batch.inputs), batch.targets);
+  }
+  state.backward(loss, {module_});
+  state.step(module_);
+  metrics.add("loss", loss.detach().to(at::kDouble) * static_cast<double>(batch.size), static_cast<double>(batch.size));
+}
+
+void SupervisedStep::evaluate(const Batch& batch, TrainState& state, MetricSums& metrics) {
+  Model& model = state.module_as<Model>(module_);
+  at::Tensor outputs;
+  {
+    auto autocast = state.autocast();
+    outputs = model.forward(batch.inputs);
+  }
+  const double n = static_cast<double>(batch.size);
+  metrics.add("accuracy", outputs.argmax(1).eq(batch.targets).sum(), n);
+  metrics.add("loss", loss(outputs, batch.targets).to(at::kDouble) * n, n);
+}
+
+}  // namespace dtrain

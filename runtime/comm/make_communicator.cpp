@@ -4,6 +4,8 @@
 #include <torch/version.h>
 
 #include <cstdlib>
+#include <functional>
+#include <optional>
 
 #include "runtime/comm/mpi_communicator.h"
 #include "runtime/device/gpu_assignment.h"
@@ -30,38 +32,75 @@ std::string cuda_visible_devices() {
   return value == nullptr ? "" : value;
 }
 
-int visible_cuda_devices() {
-#if DTRAIN_WITH_CUDA_TORCH
-  return static_cast<int>(torch::cuda::device_count());
-#else
-  return 0;
-#endif
-}
+// --- what this build has: the file's only #ifs, each choosing one definition -----------------------
 
 #if DTRAIN_WITH_CUDA_TORCH
+constexpr bool kCudaTorch = true;
+
+int visible_cuda_devices() { return static_cast<int>(torch::cuda::device_count()); }
+
+std::string cuda_runtime_version() {
+  return std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10);
+}
+
 // Throws ConfigError when this LibTorch has no kernels for `device`'s compute capability: said at
 // start-up, with what the build has and what to do, instead of "no kernel image is available" at the
 // first operation. Silent when the library cannot be found or read (nothing to say it will fail).
-void check_kernels_for(int device, const std::string& host);
+void check_kernels_for(int device, const std::string& host) {
+  const std::string library = loaded_library_path("libtorch_cuda");
+  if (library.empty()) return;
+  std::optional<CudaKernelInventory> inventory;
+  try {
+    inventory = read_cuda_kernel_inventory(library);
+  } catch (const DataError&) {
+    return;
+  }
+  const cudaDeviceProp* gpu = at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(device));
+  if (!inventory || inventory->modules() == 0 || inventory->runs_on(gpu->major, gpu->minor)) return;
+  throw ConfigError(unsupported_gpu_message(GpuDescription{device, host, gpu->name, gpu->major, gpu->minor},
+                                            libtorch_description() + " (" + library + ")", *inventory));
+}
+
+void use_cuda_device(int device) { c10::cuda::set_device(static_cast<c10::DeviceIndex>(device)); }
+
+// The stream LibTorch computes on (autograd may use more than one): collectives follow it.
+std::function<void*()> torch_compute_stream() {
+  return [] { return static_cast<void*>(c10::cuda::getCurrentCUDAStream().stream()); };
+}
+#else
+constexpr bool kCudaTorch = false;
+int visible_cuda_devices() { return 0; }
+std::string cuda_runtime_version() { return ""; }
+void check_kernels_for(int, const std::string&) {}
+void use_cuda_device(int) {}
+std::function<void*()> torch_compute_stream() { return {}; }
+#endif
+
+#if DTRAIN_WITH_NCCL
+constexpr bool kNcclBuilt = true;
+
+std::unique_ptr<Communicator> make_nccl_communicator(const CommSetup& setup, const MpiSession& session) {
+  NcclOptions nccl;
+  nccl.device = setup.cuda_device;
+  nccl.wait = setup.wait;
+  nccl.on_fatal = setup.on_fatal;
+  nccl.compute_stream = torch_compute_stream();
+  return std::make_unique<NcclCommunicator>(session, nccl);
+}
+#else
+constexpr bool kNcclBuilt = false;
+std::unique_ptr<Communicator> make_nccl_communicator(const CommSetup&, const MpiSession&) { return nullptr; }
 #endif
 
 }  // namespace
 
 std::string libtorch_description() {
-#if DTRAIN_WITH_CUDA_TORCH
-  return std::string("libtorch ") + TORCH_VERSION + " with CUDA " + std::to_string(CUDART_VERSION / 1000) + "." +
-         std::to_string(CUDART_VERSION % 1000 / 10);
-#else
-  return std::string("libtorch ") + TORCH_VERSION + ", CPU only";
-#endif
+  return std::string("libtorch ") + TORCH_VERSION + (kCudaTorch ? " with CUDA " + cuda_runtime_version() : ", CPU only");
 }
 
 std::vector<std::string> available_backends() {
-#if DTRAIN_WITH_NCCL
-  return {"mpi", "nccl"};
-#else
+  if (kNcclBuilt) return {"mpi", "nccl"};
   return {"mpi"};
-#endif
 }
 
 std::vector<std::string> available_devices() {
@@ -73,33 +112,27 @@ DeviceKind resolve_device(DeviceKind requested) {
   const int gpus = visible_cuda_devices();
   if (requested == DeviceKind::kAuto) return gpus > 0 ? DeviceKind::kCuda : DeviceKind::kCpu;
   if (requested == DeviceKind::kCuda && gpus == 0) {
-#if DTRAIN_WITH_CUDA_TORCH
+    if (!kCudaTorch) {
+      throw ConfigError(std::string("comm.device 'cuda' requested, but this dtrain was built with a CPU-only LibTorch (") +
+                        TORCH_VERSION + "); available devices: " + join(available_devices()) +
+                        ". Build against a CUDA LibTorch (see docs/gpu.md)");
+    }
     const std::string visible = cuda_visible_devices();
     throw ConfigError("comm.device 'cuda' requested, but no CUDA device is visible to this process (" +
                       (visible.empty() ? std::string("CUDA_VISIBLE_DEVICES unset") : "CUDA_VISIBLE_DEVICES=" + visible) +
                       "); available devices: " + join(available_devices()));
-#else
-    throw ConfigError(std::string("comm.device 'cuda' requested, but this dtrain was built with a CPU-only LibTorch (") +
-                      TORCH_VERSION + "); available devices: " + join(available_devices()) +
-                      ". Build against a CUDA LibTorch (see docs/gpu.md)");
-#endif
   }
   return requested;
 }
 
 BackendKind resolve_backend(BackendKind requested, DeviceKind device) {
-#if DTRAIN_WITH_NCCL
-  const bool nccl_built = true;
-#else
-  const bool nccl_built = false;
-#endif
   switch (requested) {
     case BackendKind::kAuto:
-      return device == DeviceKind::kCuda && nccl_built ? BackendKind::kNccl : BackendKind::kMpi;
+      return device == DeviceKind::kCuda && kNcclBuilt ? BackendKind::kNccl : BackendKind::kMpi;
     case BackendKind::kMpi:
       return BackendKind::kMpi;
     case BackendKind::kNccl:
-      if (!nccl_built) {
+      if (!kNcclBuilt) {
         throw ConfigError("comm.backend 'nccl' is not built into this dtrain; available backends: " +
                           join(available_backends()) + ". Build with the CUDA toolkit and NCCL (see docs/gpu.md)");
       }
@@ -121,56 +154,16 @@ int select_cuda_device(const MpiSession& session, BackendKind backend) {
   placement.host = session.hostname();
   placement.cuda_visible_devices = cuda_visible_devices();
   const int device = assign_gpu(placement);
-#if DTRAIN_WITH_CUDA_TORCH
   check_kernels_for(device, session.hostname());
-  c10::cuda::set_device(static_cast<c10::DeviceIndex>(device));
-#endif
+  use_cuda_device(device);
   return device;
 }
 
-#if DTRAIN_WITH_CUDA_TORCH
-namespace {
-
-void check_kernels_for(int device, const std::string& host) {
-  const std::string library = loaded_library_path("libtorch_cuda");
-  if (library.empty()) return;
-  std::optional<CudaKernelInventory> inventory;
-  try {
-    inventory = read_cuda_kernel_inventory(library);
-  } catch (const DataError&) {
-    return;
-  }
-  const cudaDeviceProp* gpu = at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(device));
-  if (!inventory || inventory->modules() == 0 || inventory->runs_on(gpu->major, gpu->minor)) return;
-  throw ConfigError(unsupported_gpu_message(GpuDescription{device, host, gpu->name, gpu->major, gpu->minor},
-                                            libtorch_description() + " (" + library + ")", *inventory));
-}
-
-}  // namespace
-#endif
-
 std::unique_ptr<Communicator> make_communicator(const CommSetup& setup, const MpiSession& session) {
-  switch (setup.backend) {
-    case BackendKind::kMpi:
-      return std::make_unique<MpiCommunicator>(session, setup.wait);
-    case BackendKind::kNccl: {
-#if DTRAIN_WITH_NCCL
-      NcclOptions nccl;
-      nccl.device = setup.cuda_device;
-      nccl.wait = setup.wait;
-      nccl.on_fatal = setup.on_fatal;
-#if DTRAIN_WITH_CUDA_TORCH
-      // Collectives follow whatever stream LibTorch computes on (autograd may use more than one).
-      nccl.compute_stream = [] { return static_cast<void*>(c10::cuda::getCurrentCUDAStream().stream()); };
-#endif
-      return std::make_unique<NcclCommunicator>(session, nccl);
-#else
-      break;
-#endif
-    }
-    case BackendKind::kAuto:
-      break;
-  }
+  std::unique_ptr<Communicator> comm;
+  if (setup.backend == BackendKind::kMpi) comm = std::make_unique<MpiCommunicator>(session, setup.wait);
+  if (setup.backend == BackendKind::kNccl) comm = make_nccl_communicator(setup, session);
+  if (comm) return comm;
   throw ConfigError(std::string("cannot build a communicator for backend '") + to_string(setup.backend) +
                     "'; available backends: " + join(available_backends()) +
                     " (resolve 'auto' with resolve_backend first)");

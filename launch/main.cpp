@@ -57,8 +57,17 @@ int ranks_per_host(const MpiSession& session) {
   return most;
 }
 
+// Each workload with what it trains, its data and the defaults it sets over the generic ones.
 void print_workloads(const WorkloadRegistry& registry) {
-  for (const std::string& name : registry.names()) std::cout << name << "\t" << registry.description(name) << "\n";
+  bool first = true;
+  for (const std::string& name : registry.names()) {
+    const std::unique_ptr<Workload> workload = registry.create(name);
+    std::cout << (first ? "" : "\n") << name << ": " << registry.description(name) << "\n"
+              << "  data: " << workload->data_format() << "\n  defaults:";
+    for (const auto& [key, value] : workload_recipe(*workload)) std::cout << " " << key << "=" << value;
+    std::cout << "\n";
+    first = false;
+  }
 }
 
 // The part of a run that failure reports need: where each rank is, the heartbeat that names stuck
@@ -101,9 +110,11 @@ int Job::run(int argc, char** argv) {
   int cuda_device = -1;
   Failure failure = failure_of([&] {
     cmd = parse_command_line(argc, argv);
-    validate_config(cmd.config, cmd.sources);
-    if (cmd.show_help || cmd.show_version || cmd.list_workloads || cmd.print_config) return;
+    if (cmd.show_help || cmd.show_version || cmd.list_workloads) return;
     workload = registry.create(cmd.config.workload);
+    cmd.config = configure_workload(*workload, cmd.config, cmd.sources);
+    validate_config(cmd.config, cmd.sources);
+    if (cmd.print_config) return;
     device = resolve_device(cmd.config.comm.device);
     backend = resolve_backend(cmd.config.comm.backend, device);
     validate_for_device(cmd.config, device, cmd.sources);

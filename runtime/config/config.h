@@ -1,5 +1,6 @@
-// The run configuration as plain data. Defaults live here and only here: the CLI help, the YAML
-// reference in the docs and --print-config all read them from these structs.
+// The run configuration as plain data. The generic defaults live here; a workload's recipe overrides
+// some of them (Workload::apply_defaults), and the YAML file and flags override both. The CLI help and
+// the YAML reference read the generic ones from these structs; --print-config shows the merged result.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +9,8 @@
 
 namespace dtrain {
 
-enum class OptimizerKind { kAdadelta, kSgd };
+enum class OptimizerKind { kAdadelta, kSgd, kAdam, kAdamW };
+enum class LrSchedule { kConstant, kStep, kMultiStep, kCosine };
 enum class LogFormat { kKatib, kPytorch };
 enum class BackendKind { kAuto, kMpi, kNccl };
 enum class DeviceKind { kAuto, kCpu, kCuda };
@@ -20,22 +22,39 @@ struct TrainOptions {
   int64_t epochs = 1;
   int64_t batch_size = 64;  // per rank; the global batch is batch_size x world_size
   int64_t eval_batch_size = 1000;
-  OptimizerKind optimizer = OptimizerKind::kAdadelta;
-  double lr = 1.0;
+  OptimizerKind optimizer = OptimizerKind::kSgd;
+  double lr = 0.1;
   double momentum = 0.9;  // SGD only
-  double lr_gamma = 0.7;  // step decay: lr x gamma^(floor((epoch - 1) / lr_step_epochs))
-  int64_t lr_step_epochs = 1;
+  bool nesterov = false;  // SGD only
+  double weight_decay = 0.0;  // L2 for SGD and Adam, decoupled for AdamW
+  bool no_decay_norm_bias = false;  // no weight decay on biases and normalisation weights (1-d tensors)
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_eps = 1e-8;
+  // The learning rate at each step: linear warm-up over warmup_epochs (in steps), then the schedule.
+  LrSchedule lr_schedule = LrSchedule::kConstant;
+  double lr_gamma = 0.1;  // step: lr x gamma^floor((epoch - 1) / lr_step_epochs); multistep: per milestone
+  int64_t lr_step_epochs = 30;
+  std::string lr_milestones;  // multistep: "30,60,80", epochs after which the rate is multiplied by gamma
+  double lr_min = 0.0;        // cosine: the rate at the end of the last epoch
+  double warmup_epochs = 0.0;
+  double label_smoothing = 0.0;  // classifiers: cross-entropy against (1 - e) one-hot + e uniform
+  double clip_grad_norm = 0.0;   // clip the averaged gradients to this global L2 norm; 0 = no clipping
   int64_t seed = 1;
   int64_t max_steps = 0;   // per rank and epoch; 0 = the whole epoch
   int64_t accumulate = 1;  // backward passes per optimizer step; only the last one communicates
   int64_t threads = 0;     // intra-op threads per rank; 0 = cores of the node / ranks on the node
   Precision precision = Precision::kFp32;  // bf16/fp16: autocast; fp16 adds a dynamic loss scale
+  bool channels_last = false;  // 4-d activations and weights in NHWC memory order (faster convolutions on GPUs)
   NonFinitePolicy on_nonfinite = NonFinitePolicy::kStop;  // see docs/failures.md
 };
 
 struct DataOptions {
   std::string dir;  // empty: the workload's default location
   bool synthetic = false;
+  int64_t image_size = 0;  // side of the square images the model sees; 0 = the workload's own size
+  int64_t workers = 4;     // decoding threads per rank for datasets read from image files
+  double val_fraction = 0.1;  // image folders without a val/ folder: the seeded share held out for testing
 };
 
 struct CommOptions {
@@ -77,6 +96,7 @@ struct TrainConfig {
 using ConfigSources = std::map<std::string, std::string>;
 
 const char* to_string(OptimizerKind kind);
+const char* to_string(LrSchedule schedule);
 const char* to_string(LogFormat format);
 const char* to_string(BackendKind kind);
 const char* to_string(DeviceKind kind);

@@ -12,7 +12,11 @@ namespace dtrain {
 namespace {
 
 cxxopts::Options make_options() {
-  cxxopts::Options options("dtrain", "Data-parallel training across MPI ranks: mpirun -np N dtrain --workload NAME");
+  cxxopts::Options options("dtrain",
+                           "Data-parallel training across MPI ranks: mpirun -np N dtrain --workload NAME\n\n"
+                           "The defaults shown are the generic ones; each workload's recipe replaces some of them\n"
+                           "(see --list-workloads, or --print-config for a run's values), and a --config file and\n"
+                           "flags override both.");
   options.custom_help("[options]");
   options.add_options("general")
       ("config", "YAML file with any of the keys below; flags given here override it",

@@ -16,6 +16,17 @@ const char* to_string(OptimizerKind kind) {
   switch (kind) {
     case OptimizerKind::kAdadelta: return "adadelta";
     case OptimizerKind::kSgd: return "sgd";
+    case OptimizerKind::kAdam: return "adam";
+    case OptimizerKind::kAdamW: return "adamw";
+  }
+  return "?";
+}
+const char* to_string(LrSchedule schedule) {
+  switch (schedule) {
+    case LrSchedule::kConstant: return "constant";
+    case LrSchedule::kStep: return "step";
+    case LrSchedule::kMultiStep: return "multistep";
+    case LrSchedule::kCosine: return "cosine";
   }
   return "?";
 }
@@ -121,6 +132,7 @@ ConfigField int_field(std::string key, std::string flag, std::string help, Ref<i
     ref(c) = value;
   };
   field.format = [ref](const TrainConfig& c) { return std::to_string(ref(const_cast<TrainConfig&>(c))); };
+  field.copy = [ref](TrainConfig& to, const TrainConfig& from) { ref(to) = ref(const_cast<TrainConfig&>(from)); };
   return field;
 }
 
@@ -143,6 +155,7 @@ ConfigField float_field(std::string key, std::string flag, std::string help, Ref
     ref(c) = value;
   };
   field.format = [ref](const TrainConfig& c) { return format_double(ref(const_cast<TrainConfig&>(c))); };
+  field.copy = [ref](TrainConfig& to, const TrainConfig& from) { ref(to) = ref(const_cast<TrainConfig&>(from)); };
   return field;
 }
 
@@ -158,6 +171,7 @@ ConfigField bool_field(std::string key, std::string flag, std::string help, Ref<
     }
   };
   field.format = [ref](const TrainConfig& c) { return std::string(ref(const_cast<TrainConfig&>(c)) ? "true" : "false"); };
+  field.copy = [ref](TrainConfig& to, const TrainConfig& from) { ref(to) = ref(const_cast<TrainConfig&>(from)); };
   return field;
 }
 
@@ -169,6 +183,41 @@ ConfigField string_field(std::string key, std::string flag, std::string help, Re
     ref(c) = text;
   };
   field.format = [ref](const TrainConfig& c) { return ref(const_cast<TrainConfig&>(c)); };
+  field.copy = [ref](TrainConfig& to, const TrainConfig& from) { ref(to) = ref(const_cast<TrainConfig&>(from)); };
+  return field;
+}
+
+// A comma-separated list of increasing positive integers ("30,60,80"; a YAML list works too); empty is
+// allowed.
+ConfigField int_list_field(std::string key, std::string flag, std::string help, Ref<std::string> ref) {
+  ConfigField field = make_field(key, std::move(flag), std::move(help), "INT,INT,...");
+  field.is_list = true;
+  field.parse = [key, ref](TrainConfig& c, const std::string& text, const std::string& origin) {
+    const std::string expected = "a comma-separated list of increasing integers >= 1, such as 30,60,80";
+    std::string canonical;
+    int64_t previous = 0;
+    size_t begin = 0;
+    while (begin < text.size()) {
+      size_t end = text.find(',', begin);
+      if (end == std::string::npos) end = text.size();
+      std::string item = text.substr(begin, end - begin);
+      item.erase(0, item.find_first_not_of(' '));
+      item.erase(item.find_last_not_of(' ') + 1);
+      int64_t value = 0;
+      const char* last = item.data() + item.size();
+      auto [ptr, ec] = std::from_chars(item.data(), last, value);
+      if (item.empty() || ec != std::errc() || ptr != last || value <= previous || value > kMaxCount) {
+        bad_value(key, origin, expected, text);
+      }
+      canonical += (canonical.empty() ? "" : ",") + std::to_string(value);
+      previous = value;
+      begin = end + 1;
+      if (end + 1 == text.size()) bad_value(key, origin, expected, text);  // a trailing comma
+    }
+    ref(c) = canonical;
+  };
+  field.format = [ref](const TrainConfig& c) { return ref(const_cast<TrainConfig&>(c)); };
+  field.copy = [ref](TrainConfig& to, const TrainConfig& from) { ref(to) = ref(const_cast<TrainConfig&>(from)); };
   return field;
 }
 
@@ -187,6 +236,7 @@ ConfigField enum_field(std::string key, std::string flag, std::string help, Ref<
     bad_value(key, origin, "one of " + choices, text);
   };
   field.format = [ref](const TrainConfig& c) { return std::string(to_string(ref(const_cast<TrainConfig&>(c)))); };
+  field.copy = [ref](TrainConfig& to, const TrainConfig& from) { ref(to) = ref(const_cast<TrainConfig&>(from)); };
   return field;
 }
 
@@ -205,15 +255,49 @@ std::vector<ConfigField> build_fields() {
                         [](TrainConfig& c) -> int64_t& { return c.train.eval_batch_size; }, 1, kMaxCount));
   f.push_back(enum_field<OptimizerKind>("train.optimizer", "optimizer", "optimizer",
                                         [](TrainConfig& c) -> OptimizerKind& { return c.train.optimizer; },
-                                        {OptimizerKind::kAdadelta, OptimizerKind::kSgd}));
-  f.push_back(float_field("train.lr", "lr", "initial learning rate",
+                                        {OptimizerKind::kAdadelta, OptimizerKind::kSgd, OptimizerKind::kAdam,
+                                         OptimizerKind::kAdamW}));
+  f.push_back(float_field("train.lr", "lr", "peak learning rate (after warm-up, before decay)",
                           [](TrainConfig& c) -> double& { return c.train.lr; }, 0.0, false));
   f.push_back(float_field("train.momentum", "momentum", "SGD momentum",
                           [](TrainConfig& c) -> double& { return c.train.momentum; }, 0.0, true, 1.0));
-  f.push_back(float_field("train.lr_gamma", "lr-gamma", "learning-rate decay factor (StepLR gamma)",
+  f.push_back(bool_field("train.nesterov", "nesterov", "SGD with Nesterov momentum",
+                         [](TrainConfig& c) -> bool& { return c.train.nesterov; }));
+  f.push_back(float_field("train.weight_decay", "weight-decay", "weight decay (L2 for sgd/adam, decoupled for adamw)",
+                          [](TrainConfig& c) -> double& { return c.train.weight_decay; }, 0.0, true, 1.0));
+  f.push_back(bool_field("train.no_decay_norm_bias", "no-decay-norm-bias",
+                         "exempt biases and normalisation weights (all 1-d parameters) from weight decay",
+                         [](TrainConfig& c) -> bool& { return c.train.no_decay_norm_bias; }));
+  f.push_back(float_field("train.adam_beta1", "adam-beta1", "Adam/AdamW beta1",
+                          [](TrainConfig& c) -> double& { return c.train.adam_beta1; }, 0.0, true, 0.9999));
+  f.push_back(float_field("train.adam_beta2", "adam-beta2", "Adam/AdamW beta2",
+                          [](TrainConfig& c) -> double& { return c.train.adam_beta2; }, 0.0, true, 0.99999));
+  f.push_back(float_field("train.adam_eps", "adam-eps", "Adam/AdamW epsilon",
+                          [](TrainConfig& c) -> double& { return c.train.adam_eps; }, 0.0, false, 1.0));
+  f.push_back(enum_field<LrSchedule>("train.lr_schedule", "lr-schedule",
+                                     "learning-rate schedule after warm-up: constant, step (every lr-step-epochs), "
+                                     "multistep (at lr-milestones) or cosine (to lr-min, per step)",
+                                     [](TrainConfig& c) -> LrSchedule& { return c.train.lr_schedule; },
+                                     {LrSchedule::kConstant, LrSchedule::kStep, LrSchedule::kMultiStep,
+                                      LrSchedule::kCosine}));
+  f.push_back(float_field("train.lr_gamma", "lr-gamma", "learning-rate decay factor of step and multistep",
                           [](TrainConfig& c) -> double& { return c.train.lr_gamma; }, 0.0, false, 1.0));
-  f.push_back(int_field("train.lr_step_epochs", "lr-step-epochs", "epochs between learning-rate decays",
+  f.push_back(int_field("train.lr_step_epochs", "lr-step-epochs", "step schedule: epochs between learning-rate decays",
                         [](TrainConfig& c) -> int64_t& { return c.train.lr_step_epochs; }, 1, kMaxCount));
+  f.push_back(int_list_field("train.lr_milestones", "lr-milestones",
+                             "multistep schedule: epochs after which the learning rate is multiplied by lr-gamma",
+                             [](TrainConfig& c) -> std::string& { return c.train.lr_milestones; }));
+  f.push_back(float_field("train.lr_min", "lr-min", "cosine schedule: learning rate at the end of the last epoch",
+                          [](TrainConfig& c) -> double& { return c.train.lr_min; }, 0.0, true));
+  f.push_back(float_field("train.warmup_epochs", "warmup-epochs",
+                          "linear learning-rate warm-up from 0 over this many epochs (counted in steps)",
+                          [](TrainConfig& c) -> double& { return c.train.warmup_epochs; }, 0.0, true, 1e6));
+  f.push_back(float_field("train.label_smoothing", "label-smoothing",
+                          "classifiers: label smoothing of the training cross-entropy",
+                          [](TrainConfig& c) -> double& { return c.train.label_smoothing; }, 0.0, true, 0.99));
+  f.push_back(float_field("train.clip_grad_norm", "clip-grad-norm",
+                          "clip the averaged gradients of each module to this global L2 norm (0 = off)",
+                          [](TrainConfig& c) -> double& { return c.train.clip_grad_norm; }, 0.0, true));
   f.push_back(int_field("train.seed", "seed", "seed for initialisation, shuffling, dropout and synthetic data",
                         [](TrainConfig& c) -> int64_t& { return c.train.seed; }, 0));
   f.push_back(int_field("train.max_steps", "max-steps", "stop each epoch after this many steps per rank (0 = no limit)",
@@ -227,6 +311,9 @@ std::vector<ConfigField> build_fields() {
                                     "compute precision: autocast to bf16/fp16 (fp16 with dynamic loss scaling; CUDA only)",
                                     [](TrainConfig& c) -> Precision& { return c.train.precision; },
                                     {Precision::kFp32, Precision::kBf16, Precision::kFp16}));
+  f.push_back(bool_field("train.channels_last", "channels-last",
+                         "image models: NHWC memory order for 4-d weights and inputs (faster convolutions on GPUs)",
+                         [](TrainConfig& c) -> bool& { return c.train.channels_last; }));
   f.push_back(enum_field<NonFinitePolicy>(
       "train.on_nonfinite", "on-nonfinite",
       "on a NaN/inf loss or gradient: stop the run (exit 4), or skip that optimizer step on every rank",
@@ -237,6 +324,15 @@ std::vector<ConfigField> build_fields() {
                            [](TrainConfig& c) -> std::string& { return c.data.dir; }, true));
   f.push_back(bool_field("data.synthetic", "synthetic", "train on deterministic generated data of the same shape",
                          [](TrainConfig& c) -> bool& { return c.data.synthetic; }));
+  f.push_back(int_field("data.image_size", "image-size",
+                        "image models: side of the square images the model sees (0 = the workload's own size)",
+                        [](TrainConfig& c) -> int64_t& { return c.data.image_size; }, 0, 4096));
+  f.push_back(int_field("data.workers", "data-workers",
+                        "threads per rank that decode and augment image files ahead of the step",
+                        [](TrainConfig& c) -> int64_t& { return c.data.workers; }, 1, 256));
+  f.push_back(float_field("data.val_fraction", "val-fraction",
+                          "image folders without a val/ folder: seeded share of each class held out for testing",
+                          [](TrainConfig& c) -> double& { return c.data.val_fraction; }, 0.0, false, 0.9));
 
   f.push_back(enum_field<BackendKind>("comm.backend", "backend", "gradient communication backend",
                                       [](TrainConfig& c) -> BackendKind& { return c.comm.backend; },
@@ -289,6 +385,15 @@ const ConfigField* find_config_field(const std::string& key) {
     if (field.key == key) return &field;
   }
   return nullptr;
+}
+
+TrainConfig overlay_keys(TrainConfig base, const TrainConfig& user, const ConfigSources& sources) {
+  for (const auto& [key, origin] : sources) {
+    const ConfigField* field = find_config_field(key);
+    if (field == nullptr) throw Error("configuration key '" + key + "' (from " + origin + ") has no field");
+    field->copy(base, user);
+  }
+  return base;
 }
 
 }  // namespace dtrain

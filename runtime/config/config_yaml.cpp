@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -47,6 +48,19 @@ void apply_node(const YAML::Node& node, const std::string& prefix, const std::st
       }
       throw ConfigError(origin + ": unknown key '" + key + "'; known keys" +
                         (section.empty() ? "" : " in '" + section + "'") + ": " + known_keys_under(prefix));
+    }
+    if (field->is_list && value.IsSequence()) {
+      std::string joined;
+      for (const YAML::Node& item : value) {
+        if (!item.IsScalar()) {
+          throw ConfigError(origin + ": " + key + " must be a list of single values, got a " + kind_of(item) +
+                            " in it");
+        }
+        joined += (joined.empty() ? "" : ",") + item.Scalar();
+      }
+      field->parse(config, joined, origin);
+      sources[key] = origin;
+      continue;
     }
     if (!value.IsScalar()) {
       throw ConfigError(origin + ": " + key + " must be a single value (" + field->value_hint + "), got a " +
@@ -105,7 +119,19 @@ std::string to_yaml(const TrainConfig& config) {
       if (!section.empty()) out << YAML::Key << section << YAML::Value << YAML::BeginMap;
       open_section = section;
     }
-    out << YAML::Key << name << YAML::Value << field.format(config);
+    out << YAML::Key << name << YAML::Value;
+    if (field.is_list) {
+      const std::string text = field.format(config);
+      out << YAML::Flow << YAML::BeginSeq;
+      for (size_t begin = 0; begin < text.size();) {
+        const size_t end = std::min(text.find(',', begin), text.size());
+        out << text.substr(begin, end - begin);
+        begin = end + 1;
+      }
+      out << YAML::EndSeq;
+    } else {
+      out << field.format(config);
+    }
   }
   if (!open_section.empty()) out << YAML::EndMap;
   out << YAML::EndMap;

@@ -23,6 +23,19 @@ void validate_config(const TrainConfig& config, const ConfigSources& sources) {
                       described("comm.bucket_mb", sources) + ", got " + std::to_string(config.comm.first_bucket_mb) +
                       " > " + std::to_string(config.comm.bucket_mb));
   }
+  const TrainOptions& train = config.train;
+  if (train.lr_schedule == LrSchedule::kMultiStep && train.lr_milestones.empty()) {
+    throw ConfigError(described("train.lr_schedule", sources) +
+                      " 'multistep' needs the epochs to decay at in train.lr_milestones, such as --lr-milestones 30,60,80");
+  }
+  if (train.lr_schedule == LrSchedule::kCosine && train.lr_min > train.lr) {
+    throw ConfigError(described("train.lr_min", sources) + " must not exceed " + described("train.lr", sources) +
+                      " for the cosine schedule, got " + std::to_string(train.lr_min) + " > " + std::to_string(train.lr));
+  }
+  if (train.optimizer == OptimizerKind::kSgd && train.nesterov && train.momentum == 0.0) {
+    throw ConfigError(described("train.nesterov", sources) + " needs a momentum, but " +
+                      described("train.momentum", sources) + " is 0");
+  }
   if (config.checkpoint.resume && !config.checkpoint.enabled) {
     // Resuming without writing would silently lose every epoch trained after the resume.
     throw ConfigError(described("checkpoint.resume", sources) + " needs checkpoints, but " +

@@ -56,6 +56,9 @@ Adadelta::Adadelta(std::vector<at::Tensor> params, AdadeltaOptions defaults)
     : Optimizer({torch::optim::OptimizerParamGroup(std::move(params))},
                 std::make_unique<AdadeltaOptions>(defaults)) {}
 
+Adadelta::Adadelta(std::vector<torch::optim::OptimizerParamGroup> groups, AdadeltaOptions defaults)
+    : Optimizer(std::move(groups), std::make_unique<AdadeltaOptions>(defaults)) {}
+
 at::Tensor Adadelta::step(LossClosure closure) {
   at::NoGradGuard no_grad;
   at::Tensor loss;

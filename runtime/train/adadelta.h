@@ -37,6 +37,7 @@ struct AdadeltaParamState : public torch::optim::OptimizerCloneableParamState<Ad
 class Adadelta final : public torch::optim::Optimizer {
  public:
   Adadelta(std::vector<at::Tensor> params, AdadeltaOptions defaults);
+  Adadelta(std::vector<torch::optim::OptimizerParamGroup> groups, AdadeltaOptions defaults);
   at::Tensor step(LossClosure closure = nullptr) override;
   void save(torch::serialize::OutputArchive& archive) const override;
   void load(torch::serialize::InputArchive& archive) override;

@@ -1,8 +1,9 @@
-// Builds the configured optimizer and computes the learning-rate schedule. The schedule is a pure
-// function of the epoch, so a resumed run needs no scheduler state.
+// Builds the configured optimizer of one module and computes the learning-rate schedule. The schedule
+// is a pure function of the position in the run (epoch and step), so a resumed run continues it exactly
+// with no scheduler state of its own; the optimizers' state (momentum, Adam moments) is checkpointed.
 #pragma once
 
-#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
 #include <memory>
@@ -12,10 +13,19 @@
 
 namespace dtrain {
 
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainOptions& options, std::vector<at::Tensor> params);
+// The optimizer of `module`'s parameters. With train.no_decay_norm_bias the 1-d parameters (biases and
+// normalisation weights) form a second group without weight decay.
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainOptions& options, const torch::nn::Module& module);
 
-// StepLR: lr x gamma^floor((epoch - 1) / lr_step_epochs), epochs counted from 1.
-double learning_rate_for_epoch(const TrainOptions& options, int64_t epoch);
+// train.lr_milestones as epochs; throws ConfigError for a malformed list.
+std::vector<int64_t> lr_milestones(const TrainOptions& options);
+
+// The learning rate of the optimizer step that starts at micro-batch `step` (0-based) of `epoch`
+// (1-based), an epoch having `steps` micro-batches:
+//   warm-up  lr x min(1, (t + 1/steps) / warmup_epochs), t = epoch - 1 + step / steps, then
+//   constant lr;  step lr x gamma^floor((epoch - 1) / lr_step_epochs);  multistep lr x gamma^(milestones
+//   passed); cosine (per step, over the epochs after warm-up) lr_min + (lr - lr_min)(1 + cos(pi u)) / 2.
+double learning_rate_at(const TrainOptions& options, int64_t epoch, int64_t step = 0, int64_t steps = 1);
 
 void set_learning_rate(torch::optim::Optimizer& optimizer, double lr);
 

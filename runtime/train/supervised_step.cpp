@@ -9,9 +9,14 @@ std::unique_ptr<TrainStep> ClassifierWorkload::make_step() const { return std::m
 SupervisedStep::SupervisedStep(ClassifierWorkload::Outputs outputs, std::string module)
     : outputs_(outputs), module_(std::move(module)) {}
 
-at::Tensor SupervisedStep::loss(const at::Tensor& outputs, const at::Tensor& targets) const {
-  if (outputs_ == ClassifierWorkload::Outputs::kLogProbabilities) return at::nll_loss(outputs, targets);
-  return at::cross_entropy_loss(outputs, targets);
+at::Tensor classification_loss(const at::Tensor& outputs, const at::Tensor& targets, ClassifierWorkload::Outputs kind,
+                               double label_smoothing) {
+  if (label_smoothing == 0.0 && kind == ClassifierWorkload::Outputs::kLogProbabilities) {
+    return at::nll_loss(outputs, targets);
+  }
+  // log_softmax leaves log-probabilities as they are, so cross-entropy is also the smoothed loss of a
+  // model whose outputs are log-probabilities.
+  return at::cross_entropy_loss(outputs, targets, {}, at::Reduction::Mean, -100, label_smoothing);
 }
 
 void SupervisedStep::train(const Batch& batch, TrainState& state, MetricSums& metrics) {
@@ -19,7 +24,7 @@ void SupervisedStep::train(const Batch& batch, TrainState& state, MetricSums& me
   at::Tensor loss;
   {
     auto autocast = state.autocast();
-    loss = this->loss(model.forward(batch.inputs), batch.targets);
+    loss = classification_loss(model.forward(batch.inputs), batch.targets, outputs_, state.options().label_smoothing);
   }
   state.backward(loss, {module_});
   state.step(module_);
@@ -35,7 +40,7 @@ void SupervisedStep::evaluate(const Batch& batch, TrainState& state, MetricSums&
   }
   const double n = static_cast<double>(batch.size);
   metrics.add("accuracy", outputs.argmax(1).eq(batch.targets).sum(), n);
-  metrics.add("loss", loss(outputs, batch.targets).to(at::kDouble) * n, n);
+  metrics.add("loss", classification_loss(outputs, batch.targets, outputs_).to(at::kDouble) * n, n);
 }
 
 }  // namespace dtrain

@@ -1,5 +1,6 @@
 // The step shared by classifiers: forward, mean loss, backward, optimizer step; evaluation counts the
-// correct predictions. Metrics: "loss" in training, "accuracy" and "loss" in evaluation.
+// correct predictions. Metrics: "loss" in training (with train.label_smoothing, the smoothed loss that is
+// minimised), "accuracy" and "loss" (plain cross-entropy) in evaluation.
 #pragma once
 
 #include <string>
@@ -7,6 +8,12 @@
 #include "runtime/train/workload.h"
 
 namespace dtrain {
+
+// The mean loss of class scores `outputs` against class indices `targets`: NLL of log-probabilities or
+// cross-entropy of logits, with label smoothing `label_smoothing` (the target is (1 - e) one-hot plus e
+// spread evenly over the classes).
+at::Tensor classification_loss(const at::Tensor& outputs, const at::Tensor& targets,
+                               ClassifierWorkload::Outputs kind, double label_smoothing = 0.0);
 
 class SupervisedStep final : public TrainStep {
  public:
@@ -19,8 +26,6 @@ class SupervisedStep final : public TrainStep {
   void evaluate(const Batch& batch, TrainState& state, MetricSums& metrics) override;
 
  private:
-  at::Tensor loss(const at::Tensor& outputs, const at::Tensor& targets) const;
-
   ClassifierWorkload::Outputs outputs_;
   std::string module_;
 };

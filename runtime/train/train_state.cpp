@@ -3,6 +3,27 @@
 #include <ATen/ATen.h>
 
 namespace dtrain {
+namespace {
+
+// Scales the gradients of `module` so that their global L2 norm is at most `max_norm`, as
+// torch.nn.utils.clip_grad_norm_ does, but without reading the norm on the host: on a GPU the step stays
+// free of synchronisation. The gradients are the averaged ones, identical on every rank, so every rank
+// clips alike.
+void clip_grad_norm(torch::nn::Module& module, double max_norm) {
+  std::vector<at::Tensor> norms;
+  std::vector<at::Tensor> grads;
+  for (const at::Tensor& p : module.parameters()) {
+    if (!p.grad().defined()) continue;
+    grads.push_back(p.grad());
+    norms.push_back(at::linalg_vector_norm(p.grad().detach(), 2.0, {}, false, at::kFloat));
+  }
+  if (grads.empty()) return;
+  const at::Tensor total = at::linalg_vector_norm(at::stack(norms), 2.0);
+  const at::Tensor coef = at::clamp_max(max_norm / (total + 1e-6), 1.0);
+  for (at::Tensor& g : grads) g.mul_(coef.to(g.scalar_type()));
+}
+
+}  // namespace
 
 TrainState::TrainState(const TrainOptions& options, c10::Device device, NonFiniteErrorFactory non_finite_error)
     : options_(options), device_(device), non_finite_error_(std::move(non_finite_error)) {
@@ -113,7 +134,10 @@ bool TrainState::step(const std::string& name) {
                     at::full({}, micro_batch_.step, first_nonfinite_step_.options()));
     }
   }
-  if (taken) m.optimizer->step();
+  if (taken) {
+    if (options_.clip_grad_norm > 0) clip_grad_norm(*m.module, options_.clip_grad_norm);
+    m.optimizer->step();
+  }
   m.reducer->zero_grad();
   if (!taken) {
     ++skipped_steps_;

@@ -52,6 +52,7 @@ class TrainState {
   TrainState& operator=(const TrainState&) = delete;
 
   c10::Device device() const { return device_; }
+  const TrainOptions& options() const { return options_; }
   std::vector<TrainedModule>& modules() { return modules_; }
   const std::vector<TrainedModule>& modules() const { return modules_; }
   // Throws Error naming the modules there are when there is no module `name`.
@@ -78,7 +79,7 @@ class TrainState {
   void backward(const at::Tensor& loss, const std::vector<std::string>& modules);
 
   // At the last micro-batch of an optimizer step: the optimizer step of module `name` on its averaged
-  // gradients, then zeroed gradients. A step whose gradients are not finite is skipped (fp16 overflow,
+  // gradients (clipped to train.clip_grad_norm when set), then zeroed gradients. A step whose gradients are not finite is skipped (fp16 overflow,
   // train.on_nonfinite skip-step) or stops the run (stop: NonFiniteError, at once on the CPU, at the next
   // check point on a GPU, where the host does not wait for the flag). Returns whether it stepped; before
   // the last micro-batch it does nothing and returns false.

@@ -67,7 +67,14 @@ Trainer::Trainer(const TrainConfig& config, const Workload& workload, Communicat
   at::manual_seed(static_cast<uint64_t>(seed_));
   for (NamedModule& named : workload_.make_modules()) {
     named.module->to(device_);  // before the optimizer takes the parameters
-    auto optimizer = make_optimizer(config_.train, named.module->parameters());
+    if (config_.train.channels_last) {
+      // NHWC weights, so that convolutions on NHWC inputs need no layout change in forward or backward.
+      at::NoGradGuard no_grad;
+      for (at::Tensor& p : named.module->parameters()) {
+        if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+      }
+    }
+    auto optimizer = make_optimizer(config_.train, *named.module);
     state_.add(named.name, std::move(named.module), std::move(optimizer));
   }
   DTRAIN_CHECK(!state_.modules().empty(), Error, "workload '" << workload_.name() << "' made no modules to train");
@@ -84,6 +91,11 @@ Trainer::~Trainer() = default;
 
 void Trainer::set_phase(Phase phase, int64_t epoch, int64_t step) {
   if (activity_ != nullptr) activity_->set_phase(phase, epoch, step);
+}
+
+at::Tensor Trainer::model_layout(const at::Tensor& inputs) const {
+  if (!config_.train.channels_last || inputs.dim() != 4) return inputs;
+  return inputs.contiguous(at::MemoryFormat::ChannelsLast);
 }
 
 void Trainer::set_learning_rate(double lr) {
@@ -147,8 +159,6 @@ TrainResult Trainer::run(RunInfo info) {
     EpochStats stats;
     stats.epoch = epoch;
     stats.epochs = config_.train.epochs;
-    stats.lr = learning_rate_for_epoch(config_.train, epoch);
-    set_learning_rate(stats.lr);
     at::manual_seed(epoch_seed(seed_, epoch, comm_.rank()));
 
     Stopwatch phase;
@@ -208,7 +218,7 @@ NonFiniteError Trainer::non_finite(int64_t epoch, int64_t first_step, int64_t la
     where += first_step == last_step ? ", step " + std::to_string(first_step)
                                      : ", steps " + std::to_string(first_step) + "-" + std::to_string(last_step);
   }
-  std::string advice = "Lower the learning rate (" + format_lr(learning_rate_for_epoch(config_.train, epoch)) + ")";
+  std::string advice = "Lower the learning rate (" + format_lr(config_.train.lr) + ")";
   if (config_.train.on_nonfinite == NonFinitePolicy::kStop) advice += " or skip such steps with --on-nonfinite skip-step";
   // Epoch (epoch - 1) was checkpointed by this run, or restored from: --resume goes on from there.
   if (config_.checkpoint.enabled && epoch > 1) {
@@ -247,18 +257,25 @@ MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
   MetricSums group_sums(step_->train_metrics(), sum_options);
   int64_t samples_seen = 0;
   int64_t group_samples = 0;
+  double current_lr = -1.0;
   int64_t interval_first_step = 1;
   for (int64_t step = 0; step < steps; ++step) {
     if (activity_ != nullptr) activity_->set_step(step + 1);
     const int64_t begin = step * opt.batch_size;
     const int64_t count = std::min(opt.batch_size, samples - begin);
     const at::Tensor batch_index = index.narrow(0, begin, count);
-    const Batch batch{train.gather_inputs(batch_index), train.targets.index_select(0, batch_index), count};
+    const Batch batch{model_layout(train.gather_inputs(batch_index)), train.targets.index_select(0, batch_index), count};
 
     // Accumulation groups of `accumulate` micro-batches; the epoch's last group may be shorter, and its
     // micro-batches are weighted by its real size so the gradient stays a mean.
     const int64_t group_start = step - step % opt.accumulate;
     const int64_t group_size = std::min(opt.accumulate, steps - group_start);
+    if (step == group_start) {
+      const double lr = learning_rate_at(opt, epoch, step, steps);
+      if (lr != current_lr) set_learning_rate(lr);
+      if (step == 0) stats.lr = lr;
+      current_lr = lr;
+    }
     MicroBatch micro{epoch, step + 1, group_size, step == group_start, step == group_start + group_size - 1};
     state_.begin_micro_batch(micro);
     step_->train(batch, state_, group_sums);
@@ -323,7 +340,7 @@ MetricSums Trainer::evaluate() {
   MetricSums sums(step_->eval_metrics(), test.inputs.options());
   for (int64_t begin = shard.begin; begin < shard.end; begin += config_.train.eval_batch_size) {
     const int64_t count = std::min(config_.train.eval_batch_size, shard.end - begin);
-    const Batch batch{test.slice_inputs(begin, count), test.targets.narrow(0, begin, count), count};
+    const Batch batch{model_layout(test.slice_inputs(begin, count)), test.targets.narrow(0, begin, count), count};
     step_->evaluate(batch, state_, sums);
   }
   return sums;

@@ -66,6 +66,8 @@ class Trainer final {
   MetricSums train_epoch(int64_t epoch, EpochStats& stats);
   MetricSums evaluate();
   void set_learning_rate(double lr);
+  // Image batches in NHWC order with train.channels_last; other inputs as they are.
+  at::Tensor model_layout(const at::Tensor& inputs) const;
   // The NonFiniteError for steps [first_step, last_step] of `epoch` (one step when they are equal).
   NonFiniteError non_finite(int64_t epoch, int64_t first_step, int64_t last_step, const std::string& what) const;
   void set_phase(Phase phase, int64_t epoch, int64_t step = 0);

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/config/config.h"
@@ -40,6 +41,13 @@ class Workload {
 
   virtual std::string name() const = 0;
 
+  // The data it trains on: format and default location, as --list-workloads shows it.
+  virtual std::string data_format() const = 0;
+
+  // The workload's recipe over the generic defaults of config.h: batch size, optimizer, learning rate
+  // and schedule, epochs, image size. Files and flags override it (see configure_workload).
+  virtual void apply_defaults(TrainConfig& config) const { (void)config; }
+
   // Local. Freshly initialised modules (from torch's global RNG), each trained with its own optimizer
   // and reducer; the reducers then copy rank 0's parameters to every rank.
   virtual std::vector<NamedModule> make_modules() const = 0;
@@ -64,5 +72,15 @@ class ClassifierWorkload : public Workload {
   std::vector<NamedModule> make_modules() const override { return {{"model", make_model()}}; }
   std::unique_ptr<TrainStep> make_step() const override;
 };
+
+// The configuration of a run of `workload`: the generic defaults, then its recipe, then the keys the
+// file and flags set (`sources`, as the command line recorded them). Keys the recipe changed are added to
+// `sources` as coming from "the NAME workload's defaults", so errors about them say where they came from.
+TrainConfig configure_workload(const Workload& workload, const TrainConfig& user, ConfigSources& sources);
+
+// The workload's recipe as key-value pairs in the order of the configuration reference: epochs, batch
+// size, optimizer, learning rate and schedule always, other keys where they differ from the generic
+// defaults.
+std::vector<std::pair<std::string, std::string>> workload_recipe(const Workload& workload);
 
 }  // namespace dtrain

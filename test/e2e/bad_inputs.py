@@ -93,11 +93,11 @@ def cases(root, checkpoint):
     add("--first-bucket-mb zero", ["--first-bucket-mb", "0"], CONFIG, "--first-bucket-mb (comm.first_bucket_mb)")
     add("--comm-timeout-s zero", ["--comm-timeout-s", "0"], CONFIG, "--comm-timeout-s (comm.timeout_s) must be a number > 0")
     add("--comm-timeout-s beyond any run", ["--comm-timeout-s", "1e7"], CONFIG, "<= 1000000, got '1e7'")
-    for flag, choices in [("optimizer", "adadelta|sgd"), ("precision", "fp32|bf16|fp16"), ("backend", "auto|mpi|nccl"),
+    for flag, choices in [("optimizer", "adadelta|sgd|adam|adamw"), ("precision", "fp32|bf16|fp16"), ("backend", "auto|mpi|nccl"),
                           ("device", "auto|cpu|cuda"), ("compress", "none|bf16"), ("log-format", "katib|pytorch"),
                           ("on-nonfinite", "stop|skip-step")]:
         add(f"--{flag} unknown", [f"--{flag}", "bogus"], CONFIG, f"must be one of {choices}, got 'bogus'")
-    add("--optimizer wrong case", ["--optimizer", "SGD"], CONFIG, "must be one of adadelta|sgd, got 'SGD'")
+    add("--optimizer wrong case", ["--optimizer", "SGD"], CONFIG, "must be one of adadelta|sgd|adam|adamw, got 'SGD'")
     for flag in ["synthetic", "resume", "progress-bar", "checkpoint"]:
         add(f"--{flag}=maybe", [f"--{flag}=maybe"], CONFIG, "must be true or false, got 'maybe'")
     add("--workload empty", ["--workload="], CONFIG, "--workload (workload) must be a non-empty string, got ''")
@@ -117,6 +117,17 @@ def cases(root, checkpoint):
     add("--resume without checkpoints", ["--resume", "--checkpoint=false"], CONFIG,
         "checkpoint.resume (from --resume) needs checkpoints, but checkpoint.enabled (from --checkpoint) is false")
     add("fp16 on the CPU", ["--precision", "fp16"], CONFIG, "'fp16' needs comm.device 'cuda'")
+    for value in ["60,30", "30,", "x", "0,5"]:
+        add(f"--lr-milestones {value!r}", ["--lr-milestones", value], CONFIG,
+            f"--lr-milestones (train.lr_milestones) must be a comma-separated list of increasing integers >= 1, "
+            f"such as 30,60,80, got '{value}'")
+    add("multistep without milestones", ["--lr-schedule", "multistep"], CONFIG,
+        "train.lr_schedule (from --lr-schedule) 'multistep' needs the epochs to decay at in train.lr_milestones")
+    add("nesterov without momentum", ["--optimizer", "sgd", "--nesterov", "--momentum", "0"], CONFIG,
+        "train.nesterov (from --nesterov) needs a momentum")
+    add("--label-smoothing 1", ["--label-smoothing", "1"], CONFIG,
+        "--label-smoothing (train.label_smoothing) must be a number >= 0 and <= 0.99, got '1'")
+    add("--image-size negative", ["--image-size", "-3"], CONFIG, "--image-size (data.image_size) must be an integer in [0, 4096]")
 
     # --- YAML -------------------------------------------------------------------------------------
     def yaml(name, text, message, status=CONFIG, mode="w"):
@@ -139,7 +150,8 @@ def cases(root, checkpoint):
     yaml("word for a number", "train:\n  epochs: two\n", "PATH: train.epochs must be an integer in [1, 1073741824], got 'two'")
     yaml("negative batch", "train:\n  batch_size: -4\n", "PATH: train.batch_size must be an integer in [1, 1073741824], got '-4'")
     yaml("yes for a boolean", "data:\n  synthetic: yes\n", "PATH: data.synthetic must be true or false, got 'yes'")
-    yaml("unknown enum", "train:\n  optimizer: adam\n", "must be one of adadelta|sgd, got 'adam'")
+    yaml("unknown enum", "train:\n  optimizer: adagrad\n", "must be one of adadelta|sgd|adam|adamw, got 'adagrad'")
+    yaml("bad milestone list", "train:\n  lr_milestones: [30, x]\n", "PATH: train.lr_milestones must be a comma-separated list")
     yaml("tab indentation", "train:\n\tepochs: 2\n", "PATH: not valid YAML")
     yaml("binary garbage", b"\x00\xff\xfe\x01\x02garbage\x9c", "PATH:", mode="wb")
     yaml("cross-field conflict", "data:\n  synthetic: true\n  dir: /data\n",

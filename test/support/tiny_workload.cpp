@@ -32,6 +32,7 @@ class TinyWorkload final : public ClassifierWorkload {
  public:
   explicit TinyWorkload(TinyOptions options) : options_(options) {}
   std::string name() const override { return "tiny"; }
+  std::string data_format() const override { return "generated: 8 features, 4 classes"; }
   std::shared_ptr<Model> make_model() const override {
     return std::make_shared<TinyNet>(options_.dropout, options_.hidden);
   }

@@ -41,15 +41,42 @@ std::string error_of(const std::function<void()>& body) {
 
 }  // namespace
 
-TEST_CASE("defaults match the pytorch/examples MNIST recipe", "[config]") {
+TEST_CASE("the generic defaults train mnist with Katib lines, and nothing is set by the user", "[config]") {
   const CommandLine cmd = parse({});
   CHECK(cmd.config.workload == "mnist");
   CHECK(cmd.config.train.batch_size == 64);
-  CHECK(cmd.config.train.lr == 1.0);
-  CHECK(cmd.config.train.optimizer == OptimizerKind::kAdadelta);
-  CHECK(cmd.config.train.lr_gamma == 0.7);
+  CHECK(cmd.config.train.optimizer == OptimizerKind::kSgd);
+  CHECK(cmd.config.train.lr_schedule == LrSchedule::kConstant);
   CHECK(cmd.config.log.format == LogFormat::kKatib);
   CHECK(cmd.sources.empty());
+}
+
+TEST_CASE("overlay_keys takes exactly the keys the file and flags set", "[config]") {
+  CommandLine cmd = parse({"--lr", "0.123456789012345678", "--lr-milestones", "5,9"});
+  TrainConfig base;
+  base.train.lr = 7.0;
+  base.train.epochs = 11;
+  const TrainConfig merged = overlay_keys(base, cmd.config, cmd.sources);
+  CHECK(merged.train.lr == cmd.config.train.lr);  // exact, not through text
+  CHECK(merged.train.lr_milestones == "5,9");
+  CHECK(merged.train.epochs == 11);
+}
+
+TEST_CASE("list keys take commas on the command line and YAML lists in files", "[config]") {
+  CHECK(parse({"--lr-milestones", "30, 60,80"}).config.train.lr_milestones == "30,60,80");
+  CHECK(from_yaml("train:\n  lr_milestones: [3, 6]\n").train.lr_milestones == "3,6");
+  CHECK(from_yaml("train:\n  lr_milestones: 4,8\n").train.lr_milestones == "4,8");
+  TrainConfig config;
+  config.train.lr_milestones = "10,20";
+  CHECK_THAT(to_yaml(config), Contains("lr_milestones: [10, 20]"));
+  CHECK(from_yaml(to_yaml(config)).train.lr_milestones == "10,20");
+  for (const char* bad : {"60,30", "30,", "a,b", "0", "5,5", ",5"}) {
+    CHECK_THAT(error_of([&] { parse({"--lr-milestones", bad}); }),
+               Contains(std::string("--lr-milestones (train.lr_milestones) must be a comma-separated list of "
+                                    "increasing integers >= 1, such as 30,60,80, got '") + bad + "'"));
+  }
+  CHECK_THAT(error_of([] { from_yaml("train:\n  lr_milestones: [[1]]\n"); }),
+             Contains("train.lr_milestones must be a list of single values, got a list in it"));
 }
 
 TEST_CASE("CLI flags mirror YAML keys and override the config file", "[config]") {
@@ -69,7 +96,10 @@ TEST_CASE("CLI flags mirror YAML keys and override the config file", "[config]")
 TEST_CASE("every config key has a CLI flag and survives a YAML round trip", "[config]") {
   TrainConfig changed;
   changed.train.epochs = 7;
-  changed.train.optimizer = OptimizerKind::kSgd;
+  changed.train.optimizer = OptimizerKind::kAdamW;
+  changed.train.lr_schedule = LrSchedule::kMultiStep;
+  changed.train.lr_milestones = "2,4";
+  changed.train.nesterov = true;
   changed.data.dir = "/data/x";
   changed.comm.bucket_mb = 2.5;
   changed.checkpoint.resume = true;
@@ -99,8 +129,8 @@ TEST_CASE("config errors name the key, the bad value and what was expected", "[c
   CHECK_THAT(error_of([] { parse({"--lr", "nan"}); }), Contains("got 'nan'"));
   CHECK_THAT(error_of([] { parse({"--lr-gamma", "1.5"}); }), Contains("<= 1"));
   CHECK_THAT(error_of([] { parse({"--accumulate", "5000"}); }), Contains("an integer in [1, 1024]"));
-  CHECK_THAT(error_of([] { parse({"--optimizer", "adam"}); }),
-             Contains("--optimizer (train.optimizer) must be one of adadelta|sgd, got 'adam'"));
+  CHECK_THAT(error_of([] { parse({"--optimizer", "adamx"}); }),
+             Contains("--optimizer (train.optimizer) must be one of adadelta|sgd|adam|adamw, got 'adamx'"));
   CHECK_THAT(error_of([] { parse({"--log-format", "json"}); }), Contains("one of katib|pytorch"));
   CHECK_THAT(error_of([] { parse({"--backend", "gloo"}); }), Contains("one of auto|mpi|nccl"));
   CHECK_THAT(error_of([] { parse({"--synthetic=maybe"}); }), Contains("must be true or false, got 'maybe'"));
@@ -179,6 +209,13 @@ TEST_CASE("cross-field rules name both keys and their sources", "[config]") {
   CHECK_THAT(error_of([&] { validate({"--bucket-mb", "1", "--first-bucket-mb", "2"}); }),
              Contains("comm.first_bucket_mb (from --first-bucket-mb) must not exceed comm.bucket_mb"));
   CHECK_THAT(error_of([&] { validate({"--resume", "--checkpoint=false"}); }), Contains("checkpoint.resume"));
+  CHECK_THAT(error_of([&] { validate({"--lr-schedule", "multistep"}); }),
+             Contains("train.lr_schedule (from --lr-schedule) 'multistep' needs the epochs to decay at in "
+                      "train.lr_milestones"));
+  CHECK_THAT(error_of([&] { validate({"--lr-schedule", "cosine", "--lr", "0.1", "--lr-min", "0.2"}); }),
+             Contains("train.lr_min (from --lr-min) must not exceed train.lr (from --lr)"));
+  CHECK_THAT(error_of([&] { validate({"--nesterov", "--momentum", "0"}); }),
+             Contains("train.nesterov (from --nesterov) needs a momentum, but train.momentum (from --momentum) is 0"));
   CHECK(error_of([&] { validate({"--synthetic"}); }) == "no error");
 }
 

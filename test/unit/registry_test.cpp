@@ -1,5 +1,8 @@
 #include "test/support/catch.h"
 
+#include <algorithm>
+
+#include "runtime/config/config_cli.h"
 #include "runtime/util/error.h"
 #include "workloads/registry.h"
 
@@ -26,4 +29,26 @@ TEST_CASE("registering a name twice is an error", "[registry]") {
   register_builtin_workloads(registry);
   CHECK_THROWS_WITH(registry.add("mnist", "again", [] { return std::unique_ptr<Workload>(); }),
                     "workload 'mnist' is registered twice");
+}
+
+TEST_CASE("a workload's recipe sits between the generic defaults and the user's keys", "[registry][config]") {
+  WorkloadRegistry registry;
+  register_builtin_workloads(registry);
+  const std::unique_ptr<Workload> mnist = registry.create("mnist");
+  const char* argv[] = {"dtrain", "--lr", "0.5", "--epochs", "3"};
+  CommandLine cmd = parse_command_line(5, argv);
+  const TrainConfig config = configure_workload(*mnist, cmd.config, cmd.sources);
+  // The pytorch/examples MNIST recipe, except what the flags set.
+  CHECK(config.train.optimizer == OptimizerKind::kAdadelta);
+  CHECK(config.train.lr_schedule == LrSchedule::kStep);
+  CHECK(config.train.lr_gamma == 0.7);
+  CHECK(config.train.lr_step_epochs == 1);
+  CHECK(config.train.batch_size == 64);
+  CHECK(config.train.lr == 0.5);
+  CHECK(config.train.epochs == 3);
+  CHECK(cmd.sources.at("train.lr") == "--lr");
+  CHECK(cmd.sources.at("train.optimizer") == "the mnist workload's defaults");
+  const auto recipe = workload_recipe(*mnist);
+  CHECK(std::find(recipe.begin(), recipe.end(), std::make_pair(std::string("train.optimizer"), std::string("adadelta"))) !=
+        recipe.end());
 }

@@ -24,6 +24,7 @@ class TwoHeads final : public Workload {
  public:
   explicit TwoHeads(std::string second = "right") : second_(std::move(second)) {}
   std::string name() const override { return "two-heads"; }
+  std::string data_format() const override { return tiny_->data_format(); }
   std::vector<NamedModule> make_modules() const override {
     return {{"left", tiny_->make_model()}, {second_, tiny_->make_model()}};
   }

@@ -22,6 +22,9 @@ TEST_CASE("training on one rank lowers the loss and logs every epoch", "[train]"
   test::TempDir dir;
   TrainConfig config = test::tiny_config(dir.path());
   config.train.epochs = 3;
+  config.train.lr_schedule = LrSchedule::kStep;
+  config.train.lr_gamma = 0.7;
+  config.train.lr_step_epochs = 1;
   auto workload = test::make_tiny_workload();
   const test::TrainRun run = test::train_alone(config, *workload);
   REQUIRE(run.result.epochs.size() == 3);
@@ -136,6 +139,7 @@ TEST_CASE("unusable checkpoints are clear errors", "[checkpoint]") {
      public:
       explicit Renamed(const Workload& inner) : inner_(inner) {}
       std::string name() const override { return "other"; }
+      std::string data_format() const override { return inner_.data_format(); }
       std::vector<NamedModule> make_modules() const override { return inner_.make_modules(); }
       WorkloadData load_data(const DataOptions& o, uint64_t s) const override { return inner_.load_data(o, s); }
       std::unique_ptr<TrainStep> make_step() const override { return inner_.make_step(); }

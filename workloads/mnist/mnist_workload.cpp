@@ -82,6 +82,23 @@ class MnistWorkload final : public ClassifierWorkload {
  public:
   std::string name() const override { return "mnist"; }
 
+  std::string data_format() const override {
+    return std::string("MNIST IDX files (train-images-idx3-ubyte, ... .gz or not) in --data-dir; default ") +
+           kFashionMnistDebianDir + " (Debian's dataset-fashion-mnist); 60000 + 10000 28x28 grey images, 10 classes";
+  }
+
+  // The pytorch/examples MNIST recipe: Adadelta at lr 1.0, decayed by 0.7 every epoch, batch 64.
+  void apply_defaults(TrainConfig& config) const override {
+    TrainOptions& t = config.train;
+    t.batch_size = 64;
+    t.eval_batch_size = 1000;
+    t.optimizer = OptimizerKind::kAdadelta;
+    t.lr = 1.0;
+    t.lr_schedule = LrSchedule::kStep;
+    t.lr_gamma = 0.7;
+    t.lr_step_epochs = 1;
+  }
+
   std::shared_ptr<Model> make_model() const override { return std::make_shared<MnistNet>(); }
   Outputs outputs() const override { return Outputs::kLogProbabilities; }  // MnistNet ends in log_softmax
 

@@ -9,9 +9,11 @@ packages=(
   libopenblas0-openmp            # replaces the reference BLAS for LibTorch's matmuls (~30x on fc layers)
   libopenmpi-dev openmpi-bin     # MPI bootstrap and the CPU communicator
   libyaml-cpp-dev libcxxopts-dev zlib1g-dev
+  libturbojpeg0-dev libpng-dev   # JPEG and PNG decoding of image datasets
   catch2                         # Catch2 v2
   dataset-fashion-mnist          # the default training data
   python3 python3-torch          # the PyTorch DDP peer for bench/ and the test output checkers
+  python3-torchvision python3-pil  # model-zoo and DataLoader peers; test images in real JPEG/PNG files
   python3-yaml python3-jsonschema  # deploy/k8s's generator and the offline MPIJob validation
   slurm-wlm munge                # a local Slurm cluster for deploy/slurm's test
   buildah debootstrap            # container images without a Docker engine or registry (deploy/docker)

@@ -2,6 +2,7 @@
 
 #include "runtime/util/error.h"
 #include "workloads/mnist/mnist_workload.h"
+#include "workloads/vision/vision_workloads.h"
 
 namespace dtrain {
 
@@ -36,6 +37,12 @@ std::unique_ptr<Workload> WorkloadRegistry::create(const std::string& name) cons
 void register_builtin_workloads(WorkloadRegistry& registry) {
   registry.add("mnist", "pytorch/examples MNIST CNN on MNIST-format data (Fashion-MNIST by default)",
                make_mnist_workload);
+  registry.add("cifar10", "ResNet-18 for 32x32 inputs (3x3 stem, no max-pool) on CIFAR-10", make_cifar10_workload);
+  registry.add("resnet18", "torchvision ResNet-18 on tiny-imagenet-200 (any image size)", make_resnet18_workload);
+  registry.add("resnet50", "torchvision ResNet-50 (v1.5) on tiny-imagenet-200 (any image size)", make_resnet50_workload);
+  registry.add("alexnet", "torchvision AlexNet on tiny-imagenet-200 (any image size >= 63)", make_alexnet_workload);
+  registry.add("image-classifier", "torchvision ResNet-18 on a folder of JPEG/PNG images, one folder per class",
+               make_image_classifier_workload);
 }
 
 }  // namespace dtrain

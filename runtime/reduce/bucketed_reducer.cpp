@@ -61,11 +61,15 @@ BucketedReducer::BucketedReducer(std::vector<at::Tensor> params, const std::vect
   std::vector<at::Tensor> state = params_;
   state.insert(state.end(), buffers.begin(), buffers.end());
   if (comm_.world_size() > 1) broadcast_from_root(state, comm_);
+  for (const at::Tensor& b : buffers) {
+    if (at::isFloatingType(b.scalar_type())) float_buffers_.push_back(b);
+  }
 
   std::vector<ParamInfo> infos;
   for (const at::Tensor& p : params_) {
     DTRAIN_CHECK(p.requires_grad(), Error, "BucketedReducer: every parameter must require grad");
-    DTRAIN_CHECK(p.is_contiguous(), Error, "BucketedReducer: parameter of shape " << p.sizes() << " is not contiguous");
+    DTRAIN_CHECK(p.is_contiguous() || p.is_contiguous(at::MemoryFormat::ChannelsLast), Error,
+                 "BucketedReducer: parameter of shape " << p.sizes() << " is neither contiguous nor channels-last");
     infos.push_back(ParamInfo{static_cast<int64_t>(p.nbytes()), group_of(p)});
   }
   specs_ = assign_buckets(infos, options.buckets);
@@ -101,6 +105,10 @@ BucketedReducer::BucketedReducer(std::vector<at::Tensor> params, const std::vect
   }
   pending_.resize(specs_.size());
   param_seen_.resize(params_.size());
+}
+
+void BucketedReducer::sync_buffers() {
+  if (comm_.world_size() > 1 && !float_buffers_.empty()) broadcast_from_root(float_buffers_, comm_);
 }
 
 BucketedReducer::~BucketedReducer() {

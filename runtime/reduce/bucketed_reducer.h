@@ -38,6 +38,7 @@ class BucketedReducer final : public GradReducer {
 
   void prepare_backward(bool sync) override;
   StepCommStats finish_backward() override;
+  void sync_buffers() override;
   void zero_grad() override;
   at::Tensor all_finite() const override;
 
@@ -52,6 +53,7 @@ class BucketedReducer final : public GradReducer {
   void poll_in_flight();
 
   std::vector<at::Tensor> params_;
+  std::vector<at::Tensor> float_buffers_;  // the buffers sync_buffers() broadcasts (integer counters are equal anyway)
   Communicator& comm_;
   std::vector<BucketSpec> specs_;
   std::vector<at::Tensor> buffers_;       // one flat gradient buffer per bucket

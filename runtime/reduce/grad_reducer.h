@@ -27,6 +27,12 @@ class GradReducer {
   // parameter's .grad equal to the average over ranks. Throws CommError on backend failure or timeout.
   virtual StepCommStats finish_backward() = 0;
 
+  // Collective: copies rank 0's floating-point buffers (BatchNorm running statistics) to every rank,
+  // what PyTorch DDP does before each forward (broadcast_buffers=True). The trainer calls it before
+  // each optimizer step's first forward and before evaluation, so every rank evaluates, and rank 0
+  // checkpoints, the same model. Costs nothing for modules without such buffers or on one rank.
+  virtual void sync_buffers() = 0;
+
   // Local: zeroes every gradient (in place; the reducer's gradient storage stays put).
   virtual void zero_grad() = 0;
 

@@ -9,17 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "runtime/data/dataset.h"
 #include "runtime/train/metrics.h"
 #include "runtime/train/train_state.h"
 
 namespace dtrain {
-
-// A batch of samples of the workload's dataset, on the training device, with model-ready inputs.
-struct Batch {
-  at::Tensor inputs;
-  at::Tensor targets;
-  int64_t size = 0;  // samples
-};
 
 class TrainStep {
  public:

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <numeric>
 
 #include "runtime/data/distributed_sampler.h"
 #include "runtime/train/optimizer_factory.h"
@@ -64,8 +65,13 @@ Trainer::Trainer(const TrainConfig& config, const Workload& workload, Communicat
              }),
       seed_(config.train.seed),
       activity_(activity) {
+  data_ = workload_.load_data(config_.data, static_cast<uint64_t>(seed_));
+  DTRAIN_CHECK(data_.train && data_.test, Error, "workload '" << workload_.name() << "' loaded no dataset");
+  DTRAIN_CHECK(data_.train->size() > 0 && data_.test->size() > 0, DataError,
+               "workload '" << workload_.name() << "' loaded an empty dataset (" << data_.train->size() << " train, "
+                            << data_.test->size() << " test samples) from " << data_.description);
   at::manual_seed(static_cast<uint64_t>(seed_));
-  for (NamedModule& named : workload_.make_modules()) {
+  for (NamedModule& named : workload_.make_modules(data_)) {
     named.module->to(device_);  // before the optimizer takes the parameters
     if (config_.train.channels_last) {
       // NHWC weights, so that convolutions on NHWC inputs need no layout change in forward or backward.
@@ -79,18 +85,24 @@ Trainer::Trainer(const TrainConfig& config, const Workload& workload, Communicat
   }
   DTRAIN_CHECK(!state_.modules().empty(), Error, "workload '" << workload_.name() << "' made no modules to train");
   step_ = workload_.make_step();
-  data_ = workload_.load_data(config_.data, static_cast<uint64_t>(seed_));
-  DTRAIN_CHECK(data_.train.size() > 0 && data_.test.size() > 0, DataError,
-               "workload '" << workload_.name() << "' loaded an empty dataset (" << data_.train.size() << " train, "
-                            << data_.test.size() << " test samples) from " << data_.description);
-  data_.train = data_.train.to(device_);
-  data_.test = data_.test.to(device_);
+  data_.train->to(device_);
+  data_.test->to(device_);
 }
 
 Trainer::~Trainer() = default;
 
 void Trainer::set_phase(Phase phase, int64_t epoch, int64_t step) {
   if (activity_ != nullptr) activity_->set_phase(phase, epoch, step);
+}
+
+void Trainer::sync_buffers() {
+  for (TrainedModule& m : state_.modules()) {
+    if (m.reducer) m.reducer->sync_buffers();
+  }
+}
+
+uint64_t Trainer::augment_seed(int64_t epoch) const {
+  return epoch_seed(seed_, epoch, /*rank=*/0) ^ 0x5851f42d4c957f2dULL;  // the same on every rank
 }
 
 at::Tensor Trainer::model_layout(const at::Tensor& inputs) const {
@@ -124,8 +136,8 @@ TrainResult Trainer::run(RunInfo info) {
   for (TrainedModule& m : state_.modules()) m.reducer = make_reducer_(m.module->parameters(), m.module->buffers(), comm_);
 
   info.data_description = data_.description;
-  info.train_samples = data_.train.size();
-  info.test_samples = data_.test.size();
+  info.train_samples = data_.train->size();
+  info.test_samples = data_.test->size();
   info.parameters = 0;
   for (const TrainedModule& m : state_.modules()) {
     for (const at::Tensor& p : m.module->parameters()) info.parameters += p.numel();
@@ -147,7 +159,7 @@ TrainResult Trainer::run(RunInfo info) {
       last.epoch = restored_->epoch;
       last.epochs = std::max(restored_->epoch, config_.train.epochs);
       last.test = test.reduce(comm_);
-      last.test_samples = data_.test.size();
+      last.test_samples = data_.test->size();
     }
     last.checkpoint_path = restored_->path;
     logger_.finished_run(last);
@@ -190,7 +202,7 @@ TrainResult Trainer::run(RunInfo info) {
     }
     stats.train = reduced[0];
     stats.test = reduced[1];
-    stats.test_samples = data_.test.size();
+    stats.test_samples = data_.test->size();
     stats.samples_per_s = stats.train_s > 0 ? static_cast<double>(stats.train_samples) / stats.train_s : 0.0;
     if (config_.checkpoint.enabled) {
       set_phase(Phase::kCheckpointing, epoch);
@@ -231,11 +243,10 @@ NonFiniteError Trainer::non_finite(int64_t epoch, int64_t first_step, int64_t la
 
 MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
   const TrainOptions& opt = config_.train;
-  const TensorDataset& train = data_.train;
+  const Dataset& train = *data_.train;
   const DistributedSampler sampler(train.size(), comm_.rank(), comm_.world_size(), static_cast<uint64_t>(seed_));
   std::vector<int64_t> order = sampler.indices(epoch);
   const int64_t samples = static_cast<int64_t>(order.size());
-  const at::Tensor index = at::from_blob(order.data(), {samples}, at::kLong).to(train.inputs.device());
   int64_t steps = (samples + opt.batch_size - 1) / opt.batch_size;
   if (opt.max_steps > 0) steps = std::min(steps, opt.max_steps);
   stats.steps = steps;
@@ -251,7 +262,7 @@ MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
   // Metric sums stay on the device; reading them every step would synchronise a GPU. A group's sums (the
   // micro-batches of one optimizer step) join the epoch's when its steps are taken, or, with skip-step,
   // are dropped with a skipped step.
-  const at::TensorOptions sum_options = train.inputs.options();
+  const at::TensorOptions sum_options = at::TensorOptions(device_);
   MetricSums epoch_sums(step_->train_metrics(), sum_options);
   MetricSums interval_sums(step_->train_metrics(), sum_options);
   MetricSums group_sums(step_->train_metrics(), sum_options);
@@ -259,12 +270,14 @@ MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
   int64_t group_samples = 0;
   double current_lr = -1.0;
   int64_t interval_first_step = 1;
+  if (opt.max_steps > 0) order.resize(static_cast<size_t>(std::min(samples, steps * opt.batch_size)));
+  const std::unique_ptr<BatchStream> stream = train.stream(std::move(order), opt.batch_size, augment_seed(epoch));
   for (int64_t step = 0; step < steps; ++step) {
     if (activity_ != nullptr) activity_->set_step(step + 1);
-    const int64_t begin = step * opt.batch_size;
-    const int64_t count = std::min(opt.batch_size, samples - begin);
-    const at::Tensor batch_index = index.narrow(0, begin, count);
-    const Batch batch{model_layout(train.gather_inputs(batch_index)), train.targets.index_select(0, batch_index), count};
+    Batch batch;
+    DTRAIN_CHECK(stream->next(batch), Error, "the training data ended before step " << step + 1 << " of " << steps);
+    batch.inputs = model_layout(batch.inputs);
+    const int64_t count = batch.size;
 
     // Accumulation groups of `accumulate` micro-batches; the epoch's last group may be shorter, and its
     // micro-batches are weighted by its real size so the gradient stays a mean.
@@ -277,6 +290,7 @@ MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
       current_lr = lr;
     }
     MicroBatch micro{epoch, step + 1, group_size, step == group_start, step == group_start + group_size - 1};
+    if (micro.first) sync_buffers();
     state_.begin_micro_batch(micro);
     step_->train(batch, state_, group_sums);
     const StepCommStats comm = state_.take_comm_stats();
@@ -333,14 +347,17 @@ MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
 }
 
 MetricSums Trainer::evaluate() {
-  const TensorDataset& test = data_.test;
-  const Range shard = eval_shard(test.size(), comm_.rank(), comm_.world_size());
+  const Range shard = eval_shard(data_.test->size(), comm_.rank(), comm_.world_size());
+  sync_buffers();  // every rank evaluates rank 0's model, the one its checkpoint holds
   for (TrainedModule& m : state_.modules()) m.module->eval();
   at::NoGradGuard no_grad;
-  MetricSums sums(step_->eval_metrics(), test.inputs.options());
-  for (int64_t begin = shard.begin; begin < shard.end; begin += config_.train.eval_batch_size) {
-    const int64_t count = std::min(config_.train.eval_batch_size, shard.end - begin);
-    const Batch batch{model_layout(test.slice_inputs(begin, count)), test.targets.narrow(0, begin, count), count};
+  MetricSums sums(step_->eval_metrics(), at::TensorOptions(device_));
+  std::vector<int64_t> indices(static_cast<size_t>(shard.end - shard.begin));
+  std::iota(indices.begin(), indices.end(), shard.begin);
+  const std::unique_ptr<BatchStream> stream = data_.test->stream(std::move(indices), config_.train.eval_batch_size, std::nullopt);
+  Batch batch;
+  while (stream->next(batch)) {
+    batch.inputs = model_layout(batch.inputs);
     step_->evaluate(batch, state_, sums);
   }
   return sums;

@@ -68,6 +68,10 @@ class Trainer final {
   void set_learning_rate(double lr);
   // Image batches in NHWC order with train.channels_last; other inputs as they are.
   at::Tensor model_layout(const at::Tensor& inputs) const;
+  // Rank 0's BatchNorm statistics (floating-point buffers) to every rank; see GradReducer::sync_buffers.
+  void sync_buffers();
+  // Seed of the training transforms of `epoch`: per sample, not per rank (see Dataset::stream).
+  uint64_t augment_seed(int64_t epoch) const;
   // The NonFiniteError for steps [first_step, last_step] of `epoch` (one step when they are equal).
   NonFiniteError non_finite(int64_t epoch, int64_t first_step, int64_t last_step, const std::string& what) const;
   void set_phase(Phase phase, int64_t epoch, int64_t step = 0);

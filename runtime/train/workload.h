@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/config/config.h"
+#include "runtime/data/dataset.h"
 #include "runtime/data/tensor_dataset.h"
 #include "runtime/train/train_step.h"
 
@@ -24,8 +25,9 @@ class Model : public torch::nn::Module {
 };
 
 struct WorkloadData {
-  TensorDataset train;
-  TensorDataset test;
+  std::shared_ptr<Dataset> train;
+  std::shared_ptr<Dataset> test;
+  int64_t num_classes = 0;  // classifiers: what the model's last layer is sized for
   std::string description;  // where the data came from, for the run log
 };
 
@@ -48,11 +50,12 @@ class Workload {
   // and schedule, epochs, image size. Files and flags override it (see configure_workload).
   virtual void apply_defaults(TrainConfig& config) const { (void)config; }
 
-  // Local. Freshly initialised modules (from torch's global RNG), each trained with its own optimizer
-  // and reducer; the reducers then copy rank 0's parameters to every rank.
-  virtual std::vector<NamedModule> make_modules() const = 0;
+  // Local. Freshly initialised modules for `data` (from torch's global RNG, seeded by the trainer), each
+  // trained with its own optimizer and reducer; the reducers then copy rank 0's parameters to every rank.
+  virtual std::vector<NamedModule> make_modules(const WorkloadData& data) const = 0;
 
-  // Local. Loads or generates both splits. Throws DataError saying what is missing and how to get it.
+  // Local. Loads or generates both splits (called before make_modules). Throws DataError saying what is
+  // missing and how to get it.
   virtual WorkloadData load_data(const DataOptions& options, uint64_t seed) const = 0;
 
   // The step that trains and evaluates the modules of make_modules().
@@ -65,11 +68,11 @@ class ClassifierWorkload : public Workload {
  public:
   enum class Outputs { kLogProbabilities, kLogits };  // log_softmax outputs take NLL, logits cross-entropy
 
-  // Local. A freshly initialised model.
-  virtual std::shared_ptr<Model> make_model() const = 0;
+  // Local. A freshly initialised model for `data` (data.num_classes outputs).
+  virtual std::shared_ptr<Model> make_model(const WorkloadData& data) const = 0;
   virtual Outputs outputs() const { return Outputs::kLogits; }
 
-  std::vector<NamedModule> make_modules() const override { return {{"model", make_model()}}; }
+  std::vector<NamedModule> make_modules(const WorkloadData& data) const override { return {{"model", make_model(data)}}; }
   std::unique_ptr<TrainStep> make_step() const override;
 };
 

@@ -101,7 +101,7 @@ def cases(root, checkpoint):
     for flag in ["synthetic", "resume", "progress-bar", "checkpoint"]:
         add(f"--{flag}=maybe", [f"--{flag}=maybe"], CONFIG, "must be true or false, got 'maybe'")
     add("--workload empty", ["--workload="], CONFIG, "--workload (workload) must be a non-empty string, got ''")
-    add("--workload unknown", ["--workload", "mnsit"], CONFIG, "unknown workload 'mnsit'; available: mnist")
+    add("--workload unknown", ["--workload", "mnsit"], CONFIG, "unknown workload 'mnsit'; available: alexnet, cifar10, image-classifier, mnist, resnet18, resnet50")
     add("--log-dir empty", ["--log-dir="], CONFIG, "--log-dir (log.dir) must be a non-empty string")
     add("--checkpoint-dir empty", ["--checkpoint-dir="], CONFIG, "--checkpoint-dir (checkpoint.dir) must be a non-empty string")
     add("unknown flag", ["--bach-size", "3"], CONFIG, "bach-size")

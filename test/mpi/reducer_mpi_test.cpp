@@ -30,7 +30,7 @@ TEST_CASE("the reducer starts every replica from rank 0's parameters", "[reduce]
   auto comm = test::make_mpi_comm();
   auto workload = test::make_tiny_workload();
   at::manual_seed(100 + comm->rank());  // deliberately different initialisations
-  auto model = workload->make_model();
+  auto model = workload->make_model({});
   BucketedReducer reducer(model->parameters(), model->buffers(), *comm, ReducerOptions{BucketOptions{}});
   CHECK(test::same_as_root(*comm, test::flat_params(*model)));
 }
@@ -43,9 +43,9 @@ TEST_CASE("k steps at world W with batch b match world 1 with batch W*b", "[redu
   for (size_t bucket_bytes : {size_t{64}, size_t{25} << 20}) {  // many small buckets, and one bucket
     auto workload = test::make_tiny_workload();
     at::manual_seed(comm->rank() == 0 ? 11 : 99);
-    auto model = workload->make_model();
+    auto model = workload->make_model({});
     at::manual_seed(11);
-    auto reference = workload->make_model();  // rank 0's initialisation, on every rank
+    auto reference = workload->make_model({});  // rank 0's initialisation, on every rank
 
     BucketedReducer reducer(model->parameters(), model->buffers(), *comm, ReducerOptions{BucketOptions{bucket_bytes, 32}});
     torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
@@ -76,9 +76,9 @@ TEST_CASE("accumulating K micro-steps at world W matches one step on the K-fold 
   const int64_t k = 3;
   auto workload = test::make_tiny_workload();
   at::manual_seed(21);
-  auto model = workload->make_model();
+  auto model = workload->make_model({});
   at::manual_seed(21);
-  auto reference = workload->make_model();
+  auto reference = workload->make_model({});
   BucketedReducer reducer(model->parameters(), model->buffers(), *comm, ReducerOptions{BucketOptions{128, 32}});
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.2));
   torch::optim::SGD reference_optimizer(reference->parameters(), torch::optim::SGDOptions(0.2));
@@ -105,9 +105,9 @@ TEST_CASE("bf16 compression averages gradients to within bf16 precision", "[redu
   auto comm = test::make_mpi_comm();
   auto workload = test::make_tiny_workload();
   at::manual_seed(5);
-  auto exact_model = workload->make_model();
+  auto exact_model = workload->make_model({});
   at::manual_seed(5);
-  auto compressed_model = workload->make_model();
+  auto compressed_model = workload->make_model({});
   ReducerOptions compressed;
   compressed.buckets = BucketOptions{128, 32};
   compressed.compress_bf16 = true;

@@ -33,16 +33,19 @@ class TinyWorkload final : public ClassifierWorkload {
   explicit TinyWorkload(TinyOptions options) : options_(options) {}
   std::string name() const override { return "tiny"; }
   std::string data_format() const override { return "generated: 8 features, 4 classes"; }
-  std::shared_ptr<Model> make_model() const override {
+  std::shared_ptr<Model> make_model(const WorkloadData&) const override {
     return std::make_shared<TinyNet>(options_.dropout, options_.hidden);
   }
   Outputs outputs() const override { return Outputs::kLogProbabilities; }
   WorkloadData load_data(const DataOptions&, uint64_t seed) const override {
     WorkloadData data;
-    data.train = make_synthetic_dataset({{8}, 4, options_.train_samples, 1.0}, seed, seed + 1);
-    data.test = make_synthetic_dataset({{8}, 4, options_.test_samples, 1.0}, seed, seed + 2);
-    for (int64_t i : options_.nan_train_samples) data.train.inputs[i].fill_(std::nan(""));
-    if (options_.nan_test_inputs) data.test.inputs.fill_(std::nan(""));
+    data.num_classes = 4;
+    auto train = std::make_shared<TensorDataset>(make_synthetic_dataset({{8}, 4, options_.train_samples, 1.0}, seed, seed + 1));
+    auto test = std::make_shared<TensorDataset>(make_synthetic_dataset({{8}, 4, options_.test_samples, 1.0}, seed, seed + 2));
+    for (int64_t i : options_.nan_train_samples) train->inputs[i].fill_(std::nan(""));
+    if (options_.nan_test_inputs) test->inputs.fill_(std::nan(""));
+    data.train = std::move(train);
+    data.test = std::move(test);
     data.description = "tiny synthetic";
     return data;
   }

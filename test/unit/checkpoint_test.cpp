@@ -48,7 +48,7 @@ TEST_CASE("a checkpoint that does not fit the model is rejected before anything 
 
   // The restore checks first, so the model is left exactly as it was built.
   auto workload = test::make_tiny_workload(wider);
-  auto model = workload->make_model();
+  auto model = workload->make_model({});
   const at::Tensor before = test::flat_params(*model);
   std::vector<TrainedModule> modules;
   modules.push_back({"model", model, make_optimizer(config.train, *model), nullptr});
@@ -128,7 +128,7 @@ TEST_CASE("a finished run's format-1 checkpoint, which has no metrics, is evalua
   const EpochStats& last = first.result.epochs.back();
 
   // Rewrite the checkpoint as dtrain wrote format 1: the same model and optimizer, no metrics.
-  auto model = workload->make_model();
+  auto model = workload->make_model({});
   std::vector<TrainedModule> modules;
   modules.push_back({"model", model, make_optimizer(config.train, *model), nullptr});
   torch::optim::Optimizer& optimizer = *modules[0].optimizer;

@@ -140,7 +140,7 @@ TEST_CASE("a checkpoint is never written from non-finite parameters", "[checkpoi
   test::TempDir dir;
   TrainConfig config = test::tiny_config(dir.path());
   auto workload = test::make_tiny_workload();
-  auto model = workload->make_model();
+  auto model = workload->make_model({});
   std::vector<TrainedModule> modules;
   modules.push_back({"model", model, make_optimizer(config.train, *model), nullptr});
   {

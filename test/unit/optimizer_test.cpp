@@ -138,7 +138,7 @@ TEST_CASE("gradient clipping bounds the global norm of the averaged gradients", 
   config.train.lr = 1.0;
   const auto workload = test::make_tiny_workload();
   at::manual_seed(static_cast<uint64_t>(config.train.seed));
-  const at::Tensor initial = test::flat_params(*workload->make_model());
+  const at::Tensor initial = test::flat_params(*workload->make_model({}));
 
   config.train.clip_grad_norm = 1e-3;
   const at::Tensor clipped = test::train_alone(config, *workload).params;

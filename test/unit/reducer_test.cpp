@@ -53,7 +53,7 @@ at::Tensor batch_targets(int64_t n, int64_t seed) {
 
 TEST_CASE("gradients live in the bucket buffers and zero_grad keeps them there", "[reduce]") {
   auto workload = test::make_tiny_workload();
-  auto model = workload->make_model();
+  auto model = workload->make_model({});
   LocalCommunicator comm;
   BucketedReducer reducer(model->parameters(), model->buffers(), comm, ReducerOptions{BucketOptions{256, 128}});
   std::vector<const void*> before;
@@ -71,7 +71,7 @@ TEST_CASE("gradients live in the bucket buffers and zero_grad keeps them there",
 
 TEST_CASE("buckets launch in order while backward is still running", "[reduce]") {
   auto workload = test::make_tiny_workload();
-  auto model = workload->make_model();
+  auto model = workload->make_model({});
   RecordingCommunicator comm;
   // Per-parameter bytes: fc1.weight 512, fc1.bias 64, fc2.weight 256, fc2.bias 16 -> reversed with caps
   // 16 and 256: [fc2.bias], [fc2.weight], [fc1.bias, fc1.weight].
@@ -99,9 +99,9 @@ TEST_CASE("accumulation micro-steps do not communicate and sum to the K-fold bat
   const int64_t b = 5;
   auto workload = test::make_tiny_workload();
   at::manual_seed(3);
-  auto model = workload->make_model();
+  auto model = workload->make_model({});
   at::manual_seed(3);
-  auto reference = workload->make_model();
+  auto reference = workload->make_model({});
   RecordingCommunicator comm;
   BucketedReducer reducer(model->parameters(), model->buffers(), comm, ReducerOptions{BucketOptions{}});
   const at::Tensor x = batch_inputs(k * b, 4);
@@ -121,7 +121,7 @@ TEST_CASE("accumulation micro-steps do not communicate and sum to the K-fold bat
 
 TEST_CASE("misusing the reducer is an error, not silent corruption", "[reduce]") {
   auto workload = test::make_tiny_workload();
-  auto model = workload->make_model();
+  auto model = workload->make_model({});
   LocalCommunicator comm;
   BucketedReducer reducer(model->parameters(), model->buffers(), comm, ReducerOptions{BucketOptions{}});
   CHECK_THROWS_AS(reducer.finish_backward(), Error);
@@ -133,7 +133,7 @@ TEST_CASE("misusing the reducer is an error, not silent corruption", "[reduce]")
 
 TEST_CASE("the reducer tells finite gradients from NaN and inf, however large they are", "[reduce][nonfinite]") {
   auto workload = test::make_tiny_workload();
-  auto model = workload->make_model();
+  auto model = workload->make_model({});
   LocalCommunicator comm;
   BucketedReducer reducer(model->parameters(), model->buffers(), comm, ReducerOptions{BucketOptions{256, 128}});
   REQUIRE(reducer.buckets().size() > 1);

@@ -85,6 +85,6 @@ TEST_CASE("datasets normalise stored uint8 inputs per batch", "[data]") {
   CHECK(batch.scalar_type() == at::kFloat);
   CHECK(batch[0][0].item<float>() == Approx(2.0));   // (1.0 - 0.5) / 0.25
   CHECK(batch[1][0].item<float>() == Approx(-1.2));  // (0.2 - 0.5) / 0.25
-  CHECK(data.slice_inputs(0, 1)[0][0].item<float>() == Approx(-2.0));
+  CHECK(data.gather_inputs(at::tensor(std::vector<int64_t>{0}, at::kLong))[0][0].item<float>() == Approx(-2.0));
   CHECK(data.inputs.scalar_type() == at::kByte);  // storage stays compact
 }

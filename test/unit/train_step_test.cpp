@@ -25,8 +25,8 @@ class TwoHeads final : public Workload {
   explicit TwoHeads(std::string second = "right") : second_(std::move(second)) {}
   std::string name() const override { return "two-heads"; }
   std::string data_format() const override { return tiny_->data_format(); }
-  std::vector<NamedModule> make_modules() const override {
-    return {{"left", tiny_->make_model()}, {second_, tiny_->make_model()}};
+  std::vector<NamedModule> make_modules(const WorkloadData& data) const override {
+    return {{"left", tiny_->make_model(data)}, {second_, tiny_->make_model(data)}};
   }
   WorkloadData load_data(const DataOptions& options, uint64_t seed) const override { return tiny_->load_data(options, seed); }
   std::unique_ptr<TrainStep> make_step() const override { return std::make_unique<Step>(second_); }

@@ -99,16 +99,17 @@ class MnistWorkload final : public ClassifierWorkload {
     t.lr_step_epochs = 1;
   }
 
-  std::shared_ptr<Model> make_model() const override { return std::make_shared<MnistNet>(); }
+  std::shared_ptr<Model> make_model(const WorkloadData&) const override { return std::make_shared<MnistNet>(); }
   Outputs outputs() const override { return Outputs::kLogProbabilities; }  // MnistNet ends in log_softmax
 
   WorkloadData load_data(const DataOptions& options, uint64_t seed) const override {
     WorkloadData data;
+    data.num_classes = 10;
     if (options.synthetic) {
       SyntheticSpec spec{{1, 28, 28}, 10, 60000, 0.5};
-      data.train = make_synthetic_dataset(spec, seed, seed + 1);
+      data.train = std::make_shared<TensorDataset>(make_synthetic_dataset(spec, seed, seed + 1));
       spec.num_samples = 10000;
-      data.test = make_synthetic_dataset(spec, seed, seed + 2);
+      data.test = std::make_shared<TensorDataset>(make_synthetic_dataset(spec, seed, seed + 2));
       data.description = "synthetic MNIST-shaped data (seed " + std::to_string(seed) + ")";
       return data;
     }
@@ -126,8 +127,8 @@ class MnistWorkload final : public ClassifierWorkload {
       where = std::string("the default ") + kFashionMnistDebianDir;
     }
     const std::vector<std::string> dirs = mnist_search_dirs(dir);
-    data.train = load_split(dirs, "train", where);
-    data.test = load_split(dirs, "t10k", where);
+    data.train = std::make_shared<TensorDataset>(load_split(dirs, "train", where));
+    data.test = std::make_shared<TensorDataset>(load_split(dirs, "t10k", where));
     data.description = "MNIST-format IDX files in " + dir;
     return data;
   }

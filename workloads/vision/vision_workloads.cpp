@@ -1,0 +1,223 @@
+#include "workloads/vision/vision_workloads.h"
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <utility>
+
+#include "runtime/data/cifar10.h"
+#include "runtime/data/image_files.h"
+#include "runtime/data/synthetic.h"
+#include "runtime/util/error.h"
+#include "workloads/vision/alexnet.h"
+#include "workloads/vision/resnet.h"
+
+namespace dtrain {
+namespace {
+
+// Where scripts/fetch_data.sh puts each dataset (relative to the working directory) when data.dir is
+// not set.
+constexpr const char* kCifar10Dir = "data/cifar-10-batches-bin";
+constexpr const char* kTinyImagenetDir = "data/tiny-imagenet-200";
+
+enum class DataKind { kCifar10, kTinyImagenet, kImageFolder };
+
+using ModelMaker = std::function<std::shared_ptr<Model>(int64_t num_classes)>;
+using Recipe = std::function<void(TrainConfig&)>;
+
+struct VisionSpec {
+  std::string name;
+  DataKind data;
+  int64_t native_size;  // the image side the workload trains at by default
+  ModelMaker model;
+  Recipe recipe;
+};
+
+std::string data_dir_or_default(const DataOptions& options, const char* fallback, const std::string& workload,
+                                const std::string& fetch_name) {
+  if (!options.dir.empty()) return options.dir;
+  std::error_code ec;
+  if (!std::filesystem::exists(fallback, ec)) {
+    throw DataError("no data for the " + workload + " workload: data.dir is not set and '" + fallback +
+                    "' does not exist. Run scripts/fetch_data.sh " + fetch_name + " (it downloads to data/), pass "
+                    "--data-dir DIR, or use --synthetic.");
+  }
+  return fallback;
+}
+
+class VisionWorkload final : public ClassifierWorkload {
+ public:
+  explicit VisionWorkload(VisionSpec spec) : spec_(std::move(spec)) {}
+
+  std::string name() const override { return spec_.name; }
+
+  std::string data_format() const override {
+    switch (spec_.data) {
+      case DataKind::kCifar10:
+        return std::string("CIFAR-10 binary (data_batch_1..5.bin, test_batch.bin) in --data-dir; default ") +
+               kCifar10Dir + "; 50000 + 10000 32x32 RGB images, 10 classes; random crop (padding 4) and flip";
+      case DataKind::kTinyImagenet:
+        return std::string("tiny-imagenet-200 as published (wnids.txt, train/<wnid>/images/*.JPEG, val/images with "
+                           "val_annotations.txt) in --data-dir; default ") +
+               kTinyImagenetDir + "; 100000 + 10000 64x64 JPEGs, 200 classes; random-resized crop and flip";
+      case DataKind::kImageFolder:
+        return "a folder of JPEG/PNG images, --data-dir ROOT with ROOT/<class>/<image> (a share held out by "
+               "--val-fraction) or ROOT/train/<class>/ and ROOT/val/<class>/; any number of classes >= 2";
+    }
+    return "";
+  }
+
+  void apply_defaults(TrainConfig& config) const override {
+    config.data.image_size = spec_.native_size;
+    spec_.recipe(config);
+  }
+
+  std::shared_ptr<Model> make_model(const WorkloadData& data) const override { return spec_.model(data.num_classes); }
+  Outputs outputs() const override { return Outputs::kLogits; }
+
+  WorkloadData load_data(const DataOptions& options, uint64_t seed) const override {
+    const int64_t size = options.image_size > 0 ? options.image_size : spec_.native_size;
+    WorkloadData data;
+    switch (spec_.data) {
+      case DataKind::kCifar10: {
+        if (size != 32) {
+          throw ConfigError("data.image_size " + std::to_string(size) +
+                            ": the cifar10 workload trains on CIFAR-10's 32x32 images; leave it at 0 or 32");
+        }
+        data.num_classes = 10;
+        if (options.synthetic) {
+          return synthetic(data, {10, 32, 50000, 4096}, {10, 32, 1000, 1000}, seed, /*crop_padding=*/4);
+        }
+        const std::string dir = data_dir_or_default(options, kCifar10Dir, spec_.name, "cifar10");
+        Cifar10 cifar = read_cifar10(dir);
+        data.train = std::make_shared<TensorDataset>(std::move(cifar.train));
+        data.test = std::make_shared<TensorDataset>(std::move(cifar.test));
+        data.description = "CIFAR-10 binary files in " + dir;
+        return data;
+      }
+      case DataKind::kTinyImagenet: {
+        if (options.synthetic) {
+          data.num_classes = 200;
+          return synthetic(data, {200, size, 100000, 2048}, {200, size, 1000, 512}, seed, 0);
+        }
+        const std::string dir = data_dir_or_default(options, kTinyImagenetDir, spec_.name, "tiny-imagenet-200");
+        return files(data, scan_tiny_imagenet(dir), options, size);
+      }
+      case DataKind::kImageFolder: {
+        if (options.synthetic) {
+          data.num_classes = 2;
+          return synthetic(data, {2, size, 2000, 512}, {2, size, 400, 400}, seed, 0);
+        }
+        if (options.dir.empty()) {
+          throw DataError("the image-classifier workload needs --data-dir ROOT: a folder with one sub-folder of "
+                          "JPEG/PNG images per class (or train/ and val/ with those), or use --synthetic");
+        }
+        return files(data, scan_image_folder(options.dir, options.val_fraction, seed), options, size);
+      }
+    }
+    throw Error("unknown data kind");
+  }
+
+ private:
+  WorkloadData synthetic(WorkloadData& data, SyntheticImageSpec train, SyntheticImageSpec test, uint64_t seed,
+                         int64_t crop_padding) const {
+    auto train_set = std::make_shared<TensorDataset>(make_synthetic_images(train, seed, seed + 1));
+    train_set->crop_padding = crop_padding;
+    train_set->random_flip = true;
+    data.train = std::move(train_set);
+    data.test = std::make_shared<TensorDataset>(make_synthetic_images(test, seed, seed + 2));
+    data.description = "synthetic " + std::to_string(train.image_size) + "x" + std::to_string(train.image_size) +
+                       " RGB images, " + std::to_string(train.num_classes) + " classes (seed " + std::to_string(seed) + ")";
+    return data;
+  }
+
+  WorkloadData files(WorkloadData& data, ImageSplits splits, const DataOptions& options, int64_t size) const {
+    if (splits.train.empty() || splits.test.empty()) {
+      throw DataError(splits.description + " has " + std::to_string(splits.train.size()) + " training and " +
+                      std::to_string(splits.test.size()) + " validation images; both splits need some");
+    }
+    ImageFileOptions file_options;
+    file_options.image_size = size;
+    file_options.workers = options.workers;
+    data.num_classes = static_cast<int64_t>(splits.classes.size());
+    data.train = std::make_shared<ImageFileDataset>(std::move(splits.train), file_options);
+    data.test = std::make_shared<ImageFileDataset>(std::move(splits.test), file_options);
+    data.description = splits.description + ", " + std::to_string(data.num_classes) + " classes at " +
+                       std::to_string(size) + " px";
+    return data;
+  }
+
+  VisionSpec spec_;
+};
+
+// SGD with momentum 0.9 and weight decay, as the torchvision classification references train.
+void sgd(TrainConfig& config, double lr, double weight_decay) {
+  TrainOptions& t = config.train;
+  t.optimizer = OptimizerKind::kSgd;
+  t.lr = lr;
+  t.momentum = 0.9;
+  t.weight_decay = weight_decay;
+  t.eval_batch_size = 500;
+}
+
+}  // namespace
+
+std::unique_ptr<Workload> make_cifar10_workload() {
+  return std::make_unique<VisionWorkload>(VisionSpec{
+      "cifar10", DataKind::kCifar10, 32,
+      [](int64_t classes) { return std::make_shared<ResNet>(resnet18_options(classes, ResNetStem::kCifar)); },
+      [](TrainConfig& c) {
+        // The common CIFAR-10 ResNet-18 recipe: batch 128, SGD 0.1 with weight decay 5e-4, cosine decay.
+        sgd(c, 0.1, 5e-4);
+        c.train.epochs = 30;
+        c.train.batch_size = 128;
+        c.train.lr_schedule = LrSchedule::kCosine;
+      }});
+}
+
+// torchvision's reference recipe (SGD 0.1, momentum 0.9, weight decay 1e-4, x0.1 every 30 of 90 epochs)
+// at batch 128 per rank; the learning rate is for a global batch of 256 (scale it with the world size).
+void imagenet_recipe(TrainConfig& c, double lr) {
+  sgd(c, lr, 1e-4);
+  c.train.epochs = 90;
+  c.train.batch_size = 128;
+  c.train.lr_schedule = LrSchedule::kStep;
+  c.train.lr_gamma = 0.1;
+  c.train.lr_step_epochs = 30;
+}
+
+std::unique_ptr<Workload> make_resnet18_workload() {
+  return std::make_unique<VisionWorkload>(VisionSpec{
+      "resnet18", DataKind::kTinyImagenet, 64,
+      [](int64_t classes) { return std::make_shared<ResNet>(resnet18_options(classes)); },
+      [](TrainConfig& c) { imagenet_recipe(c, 0.1); }});
+}
+
+std::unique_ptr<Workload> make_resnet50_workload() {
+  return std::make_unique<VisionWorkload>(VisionSpec{
+      "resnet50", DataKind::kTinyImagenet, 64,
+      [](int64_t classes) { return std::make_shared<ResNet>(resnet50_options(classes)); },
+      [](TrainConfig& c) { imagenet_recipe(c, 0.1); }});
+}
+
+std::unique_ptr<Workload> make_alexnet_workload() {
+  return std::make_unique<VisionWorkload>(VisionSpec{
+      "alexnet", DataKind::kTinyImagenet, 64, [](int64_t classes) { return std::make_shared<AlexNet>(classes); },
+      [](TrainConfig& c) { imagenet_recipe(c, 0.01); }});  // torchvision trains AlexNet at 0.01
+}
+
+std::unique_ptr<Workload> make_image_classifier_workload() {
+  return std::make_unique<VisionWorkload>(VisionSpec{
+      "image-classifier", DataKind::kImageFolder, 224,
+      [](int64_t classes) { return std::make_shared<ResNet>(resnet18_options(classes)); },
+      [](TrainConfig& c) {
+        // A small photo set trained from scratch: shorter than ImageNet's schedule, cosine decay.
+        sgd(c, 0.1, 1e-4);
+        c.train.epochs = 30;
+        c.train.batch_size = 64;
+        c.train.lr_schedule = LrSchedule::kCosine;
+        c.train.warmup_epochs = 1;
+      }});
+}
+
+}  // namespace dtrain

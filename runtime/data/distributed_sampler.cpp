@@ -2,17 +2,11 @@
 
 #include <numeric>
 
+#include "runtime/data/sample_random.h"
 #include "runtime/util/check.h"
 
 namespace dtrain {
 namespace {
-
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 // Uniform in [0, bound) without modulo bias (rejection of the short last interval).
 uint64_t bounded(uint64_t& state, uint64_t bound) {

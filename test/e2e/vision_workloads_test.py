@@ -16,13 +16,14 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 KATIB = re.compile(r"\{metricName: accuracy, metricValue: ([0-9.]+)\}")
 
-# workload, data folder, image size, epochs, lowest accepted final test accuracy (chance in brackets).
+# workload, data folder, image size, epochs, lowest accepted final test accuracy (chance in brackets), and
+# how the run log describes the data it read.
 CASES = [
-    ("cifar10", "cifar10", 32, 2, 0.35),                   # (0.10)
-    ("resnet18", "tiny-imagenet-200", 32, 3, 0.60),        # (0.25)
-    ("resnet50", "tiny-imagenet-200", 32, 4, 0.45),        # (0.25)
-    ("alexnet", "tiny-imagenet-200", 64, 3, 0.50),         # (0.25)
-    ("image-classifier", "photos", 64, 3, 0.80),           # (0.50)
+    ("cifar10", "cifar10", 32, 2, 0.35, "CIFAR-10 binary files in "),                   # (0.10)
+    ("resnet18", "tiny-imagenet-200", 32, 3, 0.60, "tiny-imagenet-200 in "),            # (0.25)
+    ("resnet50", "tiny-imagenet-200", 32, 4, 0.45, "tiny-imagenet-200 in "),            # (0.25)
+    ("alexnet", "tiny-imagenet-200", 64, 3, 0.50, "tiny-imagenet-200 in "),             # (0.25)
+    ("image-classifier", "photos", 64, 3, 0.80, "image folder "),                       # (0.50)
 ]
 
 
@@ -33,7 +34,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="dtrain-vision-") as root:
         data = os.path.join(root, "data")
         subprocess.run(["/usr/bin/python3", os.path.join(HERE, "..", "data", "make_vision_datasets.py"), data], check=True)
-        for workload, folder, size, epochs, floor in CASES:
+        for workload, folder, size, epochs, floor, described in CASES:
             logs = os.path.join(root, "logs", workload)
             # Adam at 1e-3 on a constant rate: the recipes' SGD schedules are for full datasets and epochs.
             cmd = [mpiexec, "-np", "2", *preflags, dtrain, "--workload", workload, "--data-dir", os.path.join(data, folder),
@@ -56,7 +57,9 @@ def main():
             run_dirs = sorted(os.listdir(logs))
             with open(os.path.join(logs, run_dirs[-1], "events.jsonl")) as f:
                 start_event = next(e for e in map(json.loads, f) if e.get("event") == "run_start")
-            if folder.split("-")[0] not in start_event.get("data", "") and "image folder" not in start_event.get("data", ""):
+            classes = {"cifar10": 10, "photos": 2}.get(folder, 4)
+            if not start_event.get("data", "").startswith(described + os.path.join(data, folder)) or \
+                    (folder != "cifar10" and f"{classes} classes at {size} px" not in start_event["data"]):
                 failures.append(f"{workload}: run_start data is {start_event.get('data')!r}")
     for failure in failures:
         print("FAILED:", failure)

@@ -15,6 +15,13 @@ nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
   return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
 }
 
+// The projection shortcut of a block whose output differs from its input in channels or stride (a 1x1
+// convolution and BatchNorm, torchvision's "downsample"); none where the identity fits.
+nn::Sequential shortcut(int64_t in, int64_t out, int64_t stride) {
+  if (stride == 1 && in == out) return nn::Sequential(nullptr);
+  return nn::Sequential(conv(in, out, 1, stride), nn::BatchNorm2d(out));
+}
+
 // conv-bn-relu, conv-bn, plus the shortcut, relu. Expansion 1.
 class BasicBlock final : public nn::Module {
  public:
@@ -25,9 +32,7 @@ class BasicBlock final : public nn::Module {
         bn1_(register_module("bn1", nn::BatchNorm2d(planes))),
         conv2_(register_module("conv2", conv(planes, planes, 3, 1))),
         bn2_(register_module("bn2", nn::BatchNorm2d(planes))) {
-    if (stride != 1 || in != planes) {
-      downsample_ = register_module("downsample", nn::Sequential(conv(in, planes, 1, stride), nn::BatchNorm2d(planes)));
-    }
+    if (auto s = shortcut(in, planes, stride)) downsample_ = register_module("downsample", s);
   }
 
   at::Tensor forward(const at::Tensor& x) {
@@ -57,10 +62,7 @@ class Bottleneck final : public nn::Module {
         bn2_(register_module("bn2", nn::BatchNorm2d(planes))),
         conv3_(register_module("conv3", conv(planes, planes * kExpansion, 1, 1))),
         bn3_(register_module("bn3", nn::BatchNorm2d(planes * kExpansion))) {
-    if (stride != 1 || in != planes * kExpansion) {
-      downsample_ = register_module(
-          "downsample", nn::Sequential(conv(in, planes * kExpansion, 1, stride), nn::BatchNorm2d(planes * kExpansion)));
-    }
+    if (auto s = shortcut(in, planes * kExpansion, stride)) downsample_ = register_module("downsample", s);
   }
 
   at::Tensor forward(const at::Tensor& x) {

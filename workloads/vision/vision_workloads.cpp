@@ -77,50 +77,44 @@ class VisionWorkload final : public ClassifierWorkload {
 
   WorkloadData load_data(const DataOptions& options, uint64_t seed) const override {
     const int64_t size = options.image_size > 0 ? options.image_size : spec_.native_size;
-    WorkloadData data;
     switch (spec_.data) {
       case DataKind::kCifar10: {
         if (size != 32) {
           throw ConfigError("data.image_size " + std::to_string(size) +
                             ": the cifar10 workload trains on CIFAR-10's 32x32 images; leave it at 0 or 32");
         }
-        data.num_classes = 10;
-        if (options.synthetic) {
-          return synthetic(data, {10, 32, 50000, 4096}, {10, 32, 1000, 1000}, seed, /*crop_padding=*/4);
-        }
+        if (options.synthetic) return synthetic({10, 32, 50000, 4096}, {10, 32, 1000, 1000}, seed, /*crop_padding=*/4);
         const std::string dir = data_dir_or_default(options, kCifar10Dir, spec_.name, "cifar10");
+        WorkloadData data;
         Cifar10 cifar = read_cifar10(dir);
+        data.num_classes = 10;
         data.train = std::make_shared<TensorDataset>(std::move(cifar.train));
         data.test = std::make_shared<TensorDataset>(std::move(cifar.test));
         data.description = "CIFAR-10 binary files in " + dir;
         return data;
       }
       case DataKind::kTinyImagenet: {
-        if (options.synthetic) {
-          data.num_classes = 200;
-          return synthetic(data, {200, size, 100000, 2048}, {200, size, 1000, 512}, seed, 0);
-        }
+        if (options.synthetic) return synthetic({200, size, 100000, 2048}, {200, size, 1000, 512}, seed, 0);
         const std::string dir = data_dir_or_default(options, kTinyImagenetDir, spec_.name, "tiny-imagenet-200");
-        return files(data, scan_tiny_imagenet(dir), options, size);
+        return files(scan_tiny_imagenet(dir), options, size);
       }
       case DataKind::kImageFolder: {
-        if (options.synthetic) {
-          data.num_classes = 2;
-          return synthetic(data, {2, size, 2000, 512}, {2, size, 400, 400}, seed, 0);
-        }
+        if (options.synthetic) return synthetic({2, size, 2000, 512}, {2, size, 400, 400}, seed, 0);
         if (options.dir.empty()) {
           throw DataError("the image-classifier workload needs --data-dir ROOT: a folder with one sub-folder of "
                           "JPEG/PNG images per class (or train/ and val/ with those), or use --synthetic");
         }
-        return files(data, scan_image_folder(options.dir, options.val_fraction, seed), options, size);
+        return files(scan_image_folder(options.dir, options.val_fraction, seed), options, size);
       }
     }
     throw Error("unknown data kind");
   }
 
  private:
-  WorkloadData synthetic(WorkloadData& data, SyntheticImageSpec train, SyntheticImageSpec test, uint64_t seed,
-                         int64_t crop_padding) const {
+  static WorkloadData synthetic(const SyntheticImageSpec& train, const SyntheticImageSpec& test, uint64_t seed,
+                                int64_t crop_padding) {
+    WorkloadData data;
+    data.num_classes = train.num_classes;
     auto train_set = std::make_shared<TensorDataset>(make_synthetic_images(train, seed, seed + 1));
     train_set->crop_padding = crop_padding;
     train_set->random_flip = true;
@@ -131,7 +125,7 @@ class VisionWorkload final : public ClassifierWorkload {
     return data;
   }
 
-  WorkloadData files(WorkloadData& data, ImageSplits splits, const DataOptions& options, int64_t size) const {
+  static WorkloadData files(ImageSplits splits, const DataOptions& options, int64_t size) {
     if (splits.train.empty() || splits.test.empty()) {
       throw DataError(splits.description + " has " + std::to_string(splits.train.size()) + " training and " +
                       std::to_string(splits.test.size()) + " validation images; both splits need some");
@@ -139,6 +133,7 @@ class VisionWorkload final : public ClassifierWorkload {
     ImageFileOptions file_options;
     file_options.image_size = size;
     file_options.workers = options.workers;
+    WorkloadData data;
     data.num_classes = static_cast<int64_t>(splits.classes.size());
     data.train = std::make_shared<ImageFileDataset>(std::move(splits.train), file_options);
     data.test = std::make_shared<ImageFileDataset>(std::move(splits.test), file_options);

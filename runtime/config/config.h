@@ -46,6 +46,7 @@ struct TrainOptions {
   int64_t threads = 0;     // intra-op threads per rank; 0 = cores of the node / ranks on the node
   Precision precision = Precision::kFp32;  // bf16/fp16: autocast; fp16 adds a dynamic loss scale
   bool channels_last = false;  // 4-d activations and weights in NHWC memory order (faster convolutions on GPUs)
+  bool sync_batchnorm = false;  // BatchNorm batch statistics over the global batch (all ranks) in training
   NonFinitePolicy on_nonfinite = NonFinitePolicy::kStop;  // see docs/failures.md
 };
 

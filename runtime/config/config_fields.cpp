@@ -314,6 +314,10 @@ std::vector<ConfigField> build_fields() {
   f.push_back(bool_field("train.channels_last", "channels-last",
                          "image models: NHWC memory order for 4-d weights and inputs (faster convolutions on GPUs)",
                          [](TrainConfig& c) -> bool& { return c.train.channels_last; }));
+  f.push_back(bool_field("train.sync_batchnorm", "sync-batchnorm",
+                         "BatchNorm statistics over all ranks' samples in training (SyncBatchNorm), for small "
+                         "per-rank batches",
+                         [](TrainConfig& c) -> bool& { return c.train.sync_batchnorm; }));
   f.push_back(enum_field<NonFinitePolicy>(
       "train.on_nonfinite", "on-nonfinite",
       "on a NaN/inf loss or gradient: stop the run (exit 4), or skip that optimizer step on every rank",

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "runtime/data/distributed_sampler.h"
+#include "runtime/nn/batch_norm.h"
 #include "runtime/train/optimizer_factory.h"
 #include "runtime/util/check.h"
 #include "runtime/util/process_stats.h"
@@ -71,8 +72,14 @@ Trainer::Trainer(const TrainConfig& config, const Workload& workload, Communicat
                "workload '" << workload_.name() << "' loaded an empty dataset (" << data_.train->size() << " train, "
                             << data_.test->size() << " test samples) from " << data_.description);
   at::manual_seed(static_cast<uint64_t>(seed_));
+  int64_t synced_batchnorms = 0;
   for (NamedModule& named : workload_.make_modules(data_)) {
     named.module->to(device_);  // before the optimizer takes the parameters
+    if (config_.train.sync_batchnorm) {
+      // On one rank the global batch is the rank's own: plain BatchNorm computes the same, without the
+      // collectives.
+      synced_batchnorms += sync_batchnorm_statistics(*named.module, comm_.world_size() > 1 ? &comm_ : nullptr);
+    }
     if (config_.train.channels_last) {
       // NHWC weights, so that convolutions on NHWC inputs need no layout change in forward or backward.
       at::NoGradGuard no_grad;
@@ -84,6 +91,9 @@ Trainer::Trainer(const TrainConfig& config, const Workload& workload, Communicat
     state_.add(named.name, std::move(named.module), std::move(optimizer));
   }
   DTRAIN_CHECK(!state_.modules().empty(), Error, "workload '" << workload_.name() << "' made no modules to train");
+  DTRAIN_CHECK(!config_.train.sync_batchnorm || synced_batchnorms > 0, ConfigError,
+               "train.sync_batchnorm is set, but the " << workload_.name()
+                                                       << " workload's model has no BatchNorm layers to sync");
   step_ = workload_.make_step();
   data_.train->to(device_);
   data_.test->to(device_);

@@ -117,6 +117,8 @@ def cases(root, checkpoint):
     add("--resume without checkpoints", ["--resume", "--checkpoint=false"], CONFIG,
         "checkpoint.resume (from --resume) needs checkpoints, but checkpoint.enabled (from --checkpoint) is false")
     add("fp16 on the CPU", ["--precision", "fp16"], CONFIG, "'fp16' needs comm.device 'cuda'")
+    add("--sync-batchnorm for a model without BatchNorm", ["--sync-batchnorm"], CONFIG,
+        "train.sync_batchnorm is set, but the mnist workload's model has no BatchNorm layers to sync", ranks=2)
     for value in ["60,30", "30,", "x", "0,5"]:
         add(f"--lr-milestones {value!r}", ["--lr-milestones", value], CONFIG,
             f"--lr-milestones (train.lr_milestones) must be a comma-separated list of increasing integers >= 1, "

@@ -142,16 +142,6 @@ TEST_CASE("a NaN loss on one rank makes every rank skip the same step", "[train]
   CHECK(test::same_as_root(*comm, run.params));  // the replicas stayed identical: all skipped together
 }
 
-namespace {
-
-at::Tensor flat_buffers(torch::nn::Module& module) {
-  std::vector<at::Tensor> parts;
-  for (const at::Tensor& b : module.buffers()) parts.push_back(b.detach().reshape(-1).to(at::kDouble));
-  return at::cat(parts);
-}
-
-}  // namespace
-
 TEST_CASE("BatchNorm statistics are rank 0's on every rank after training, so evaluation agrees",
           "[train][batchnorm][mpi]") {
   auto comm = test::make_mpi_comm();
@@ -168,7 +158,7 @@ TEST_CASE("BatchNorm statistics are rank 0's on every rank after training, so ev
   Trainer trainer(config, *workload, *comm, logger, make_reducer);
   trainer.run(RunInfo{});
   torch::nn::Module& model = *trainer.state().modules().front().module;
-  const at::Tensor buffers = flat_buffers(model);
+  const at::Tensor buffers = test::flat_buffers(model);
   // The running means moved away from their initial zeros ...
   CHECK(model.named_buffers()["bn.running_mean"].abs().sum().item<double>() > 0);
   // ... and every rank holds the same: each rank's own batches would have given each its own.
@@ -181,38 +171,4 @@ TEST_CASE("BatchNorm statistics are rank 0's on every rank after training, so ev
   const at::Tensor probe = at::randn({4, 3, 8, 8});
   const at::Tensor outputs = dynamic_cast<Model&>(model).forward(probe);
   CHECK(test::same_as_root(*comm, outputs));
-}
-
-TEST_CASE("a convolutional model with per-sample augmentation: W ranks x b equals 1 rank x W*b",
-          "[train][equivalence][mpi]") {
-  auto comm = test::make_mpi_comm();
-  const int world = comm->world_size();
-  const int64_t b = 8;
-  test::TempDir dir;
-  test::TempDir reference_dir;
-  // No BatchNorm (its batch statistics are per rank by design; see docs/workloads.md); random crops and
-  // flips on: each sample is transformed by its own index, whichever rank reads it.
-  test::TinyCnnOptions options;
-  options.batch_norm = false;
-  options.train_samples = world * b * 4;
-  auto workload = test::make_tiny_cnn_workload(options);
-  TrainConfig distributed = test::tiny_config(dir.path());
-  distributed.train.batch_size = b;
-  distributed.train.epochs = 2;
-  distributed.checkpoint.enabled = false;
-  const test::TrainRun many = test::train_run(distributed, *workload, *comm);
-
-  bool ok = true;
-  if (comm->is_root()) {
-    LocalCommunicator local;
-    TrainConfig single = test::tiny_config(reference_dir.path());
-    single.train = distributed.train;
-    single.train.batch_size = world * b;
-    single.checkpoint.enabled = false;
-    const test::TrainRun one = test::train_run(single, *workload, local);
-    const double difference = test::max_relative_difference(many.params, one.params);
-    CHECK(difference < 1e-4);
-    ok = difference < 1e-4;
-  }
-  CHECK(test::all_ranks(*comm, ok));
 }

@@ -19,6 +19,7 @@ namespace dtrain::test {
 struct TrainRun {
   at::Tensor params;                                // flattened final parameters of every module, in order
   std::map<std::string, at::Tensor> module_params;  // flattened final parameters of each module
+  at::Tensor buffers;                               // flattened final floating-point buffers of every module
   TrainResult result;
   std::string console;
 };
@@ -37,11 +38,14 @@ inline TrainRun train_run(const TrainConfig& config, const Workload& workload, C
   TrainRun run;
   run.result = trainer.run(RunInfo{});
   std::vector<at::Tensor> all;
+  std::vector<at::Tensor> buffers;
   for (const TrainedModule& m : trainer.state().modules()) {
     all.push_back(flat_params(*m.module));
     run.module_params[m.name] = all.back();
+    buffers.push_back(flat_buffers(*m.module));
   }
   run.params = at::cat(all);
+  run.buffers = at::cat(buffers);
   run.console = console.str();
   return run;
 }

@@ -4,11 +4,11 @@
 
 namespace dtrain {
 
-MnistNet::MnistNet()
+MnistNet::MnistNet(double conv_dropout, double fc_dropout)
     : conv1_(register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 32, 3).stride(1)))),
       conv2_(register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3).stride(1)))),
-      dropout1_(register_module("dropout1", torch::nn::Dropout(0.25))),
-      dropout2_(register_module("dropout2", torch::nn::Dropout(0.5))),
+      dropout1_(register_module("dropout1", torch::nn::Dropout(conv_dropout))),
+      dropout2_(register_module("dropout2", torch::nn::Dropout(fc_dropout))),
       fc1_(register_module("fc1", torch::nn::Linear(9216, 128))),
       fc2_(register_module("fc2", torch::nn::Linear(128, 10))) {}
 

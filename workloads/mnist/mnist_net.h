@@ -12,7 +12,9 @@ namespace dtrain {
 
 class MnistNet final : public Model {
  public:
-  MnistNet();
+  // The example's dropout probabilities by default; 0 turns a layer off (as the distributed-equivalence
+  // tests do: dropout masks are drawn per rank, see docs/workloads.md).
+  explicit MnistNet(double conv_dropout = 0.25, double fc_dropout = 0.5);
   at::Tensor forward(const at::Tensor& inputs) override;  // [N, 1, 28, 28] -> log-probabilities [N, 10]
 
  private:

@@ -19,7 +19,7 @@ nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
 // convolution and BatchNorm, torchvision's "downsample"); none where the identity fits.
 nn::Sequential shortcut(int64_t in, int64_t out, int64_t stride) {
   if (stride == 1 && in == out) return nn::Sequential(nullptr);
-  return nn::Sequential(conv(in, out, 1, stride), nn::BatchNorm2d(out));
+  return nn::Sequential(conv(in, out, 1, stride), BatchNorm(out));
 }
 
 // conv-bn-relu, conv-bn, plus the shortcut, relu. Expansion 1.
@@ -29,9 +29,9 @@ class BasicBlock final : public nn::Module {
 
   BasicBlock(int64_t in, int64_t planes, int64_t stride)
       : conv1_(register_module("conv1", conv(in, planes, 3, stride))),
-        bn1_(register_module("bn1", nn::BatchNorm2d(planes))),
+        bn1_(register_module("bn1", BatchNorm(planes))),
         conv2_(register_module("conv2", conv(planes, planes, 3, 1))),
-        bn2_(register_module("bn2", nn::BatchNorm2d(planes))) {
+        bn2_(register_module("bn2", BatchNorm(planes))) {
     if (auto s = shortcut(in, planes, stride)) downsample_ = register_module("downsample", s);
   }
 
@@ -44,9 +44,9 @@ class BasicBlock final : public nn::Module {
 
  private:
   nn::Conv2d conv1_;
-  nn::BatchNorm2d bn1_;
+  BatchNorm bn1_;
   nn::Conv2d conv2_;
-  nn::BatchNorm2d bn2_;
+  BatchNorm bn2_;
   nn::Sequential downsample_{nullptr};
 };
 
@@ -57,11 +57,11 @@ class Bottleneck final : public nn::Module {
 
   Bottleneck(int64_t in, int64_t planes, int64_t stride)
       : conv1_(register_module("conv1", conv(in, planes, 1, 1))),
-        bn1_(register_module("bn1", nn::BatchNorm2d(planes))),
+        bn1_(register_module("bn1", BatchNorm(planes))),
         conv2_(register_module("conv2", conv(planes, planes, 3, stride))),
-        bn2_(register_module("bn2", nn::BatchNorm2d(planes))),
+        bn2_(register_module("bn2", BatchNorm(planes))),
         conv3_(register_module("conv3", conv(planes, planes * kExpansion, 1, 1))),
-        bn3_(register_module("bn3", nn::BatchNorm2d(planes * kExpansion))) {
+        bn3_(register_module("bn3", BatchNorm(planes * kExpansion))) {
     if (auto s = shortcut(in, planes * kExpansion, stride)) downsample_ = register_module("downsample", s);
   }
 
@@ -75,11 +75,11 @@ class Bottleneck final : public nn::Module {
 
  private:
   nn::Conv2d conv1_;
-  nn::BatchNorm2d bn1_;
+  BatchNorm bn1_;
   nn::Conv2d conv2_;
-  nn::BatchNorm2d bn2_;
+  BatchNorm bn2_;
   nn::Conv2d conv3_;
-  nn::BatchNorm2d bn3_;
+  BatchNorm bn3_;
   nn::Sequential downsample_{nullptr};
 };
 
@@ -119,7 +119,7 @@ ResNet::ResNet(const ResNetOptions& options) : stem_(options.stem) {
                                                    .stride(imagenet ? 2 : 1)
                                                    .padding(imagenet ? 3 : 1)
                                                    .bias(false)));
-  bn1_ = register_module("bn1", nn::BatchNorm2d(64));
+  bn1_ = register_module("bn1", BatchNorm(64));
   int64_t in = 64;
   const int64_t planes[] = {64, 128, 256, 512};
   for (size_t i = 0; i < 4; ++i) {
@@ -131,16 +131,12 @@ ResNet::ResNet(const ResNetOptions& options) : stem_(options.stem) {
   }
   fc_ = register_module("fc", nn::Linear(in, options.num_classes));
 
-  // torchvision's initialisation: Kaiming-normal (fan-out, ReLU) convolutions, BatchNorm weight 1 and
-  // bias 0; the fully connected layer keeps the default (Kaiming-uniform, a = sqrt(5)), as there.
+  // torchvision's initialisation: Kaiming-normal (fan-out, ReLU) convolutions; BatchNorm starts at weight 1
+  // and bias 0 (its own initialisation); the fully connected layer keeps the default (Kaiming-uniform,
+  // a = sqrt(5)), as there.
   at::NoGradGuard no_grad;
   for (const auto& module : modules(/*include_self=*/false)) {
-    if (auto* c = module->as<nn::Conv2d>()) {
-      nn::init::kaiming_normal_(c->weight, 0.0, torch::kFanOut, torch::kReLU);
-    } else if (auto* bn = module->as<nn::BatchNorm2d>()) {
-      nn::init::ones_(bn->weight);
-      nn::init::zeros_(bn->bias);
-    }
+    if (auto* c = module->as<nn::Conv2d>()) nn::init::kaiming_normal_(c->weight, 0.0, torch::kFanOut, torch::kReLU);
   }
 }
 

@@ -5,13 +5,13 @@
 // gives the usual CIFAR-10 ResNet-18: 11,173,962 parameters at 10 classes.
 #pragma once
 
-#include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 
 #include <vector>
 
+#include "runtime/nn/batch_norm.h"
 #include "runtime/train/workload.h"
 
 namespace dtrain {
@@ -41,7 +41,7 @@ class ResNet final : public Model {
  private:
   ResNetStem stem_;
   torch::nn::Conv2d conv1_{nullptr};
-  torch::nn::BatchNorm2d bn1_{nullptr};
+  BatchNorm bn1_{nullptr};
   std::vector<torch::nn::Sequential> stages_;  // layer1..layer4
   torch::nn::Linear fc_{nullptr};
 };

@@ -238,9 +238,9 @@ int main(int argc, char** argv) {
   try {
     return dtrain::bench::run(argc, argv, session);
   } catch (const c10::Error& e) {
-    std::cerr << session.rank_prefix() << "dtrain_allreduce_bench: " << e.what_without_backtrace() << std::endl;
+    std::cerr << session.origin().prefix() << "dtrain_allreduce_bench: " << e.what_without_backtrace() << std::endl;
   } catch (const std::exception& e) {
-    std::cerr << session.rank_prefix() << "dtrain_allreduce_bench: " << e.what() << std::endl;
+    std::cerr << session.origin().prefix() << "dtrain_allreduce_bench: " << e.what() << std::endl;
   }
   if (session.world_size() > 1) session.abort(1);
   return 1;

@@ -30,14 +30,22 @@
 namespace dtrain {
 namespace {
 
-// Runs `body`; its exception, if any, as a Failure with the exit status of the error's kind.
+// An exception as a Failure: the exit status of the error's kind, its message and, for dtrain's errors,
+// its origin.
+Failure failure_from(const std::exception& e) {
+  if (const auto* error = dynamic_cast<const Error*>(&e)) return Failure{exit_code_of(e), error->message(), error->origin()};
+  if (const auto* torch_error = dynamic_cast<const c10::Error*>(&e)) {
+    return Failure{kExitFailure, torch_error->what_without_backtrace(), {}};
+  }
+  return Failure{exit_code_of(e), e.what(), {}};
+}
+
+// Runs `body`; its exception, if any, as a Failure.
 Failure failure_of(const std::function<void()>& body) {
   try {
     body();
-  } catch (const c10::Error& e) {
-    return Failure{kExitFailure, e.what_without_backtrace()};
   } catch (const std::exception& e) {
-    return Failure{exit_code_of(e), e.what()};
+    return failure_from(e);
   }
   return Failure{};
 }
@@ -81,7 +89,7 @@ class Job final {
   // Ends the job for an error that this rank met alone: rank 0 records it in the run log, another rank
   // hands it to rank 0 over the heartbeat first; then MPI_Abort, so peers inside a collective do not wait
   // for this rank until their timeout. Returns (with the exit status) only in a single-process run.
-  int fail_alone(const std::string& message, int exit_code);
+  int fail_alone(Failure failure);
 
  private:
   // An error that every rank met at the same point: printed once, recorded once, and every rank exits
@@ -124,7 +132,7 @@ int Job::run(int argc, char** argv) {
   // Before the configuration is known, the default timeout bounds the agreement.
   failure = session_.first_error(failure, WaitOptions{CommOptions{}.timeout_s, &activity_, {}});
   if (failure.failed()) {
-    if (session_.is_root()) std::cerr << "dtrain: error: " << failure.message << std::endl;
+    if (session_.is_root()) std::cerr << "dtrain: error: " << failure.text() << std::endl;
     return failure.exit_code;
   }
   if (cmd.show_help || cmd.show_version || cmd.list_workloads || cmd.print_config) {
@@ -160,7 +168,7 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
   setup.backend = backend;
   setup.cuda_device = cuda_device;
   setup.wait = wait;
-  setup.on_fatal = [this](const std::string& message) { fail_alone(message, kExitComm); };
+  setup.on_fatal = [this](const CommError& error) { fail_alone(failure_from(error)); };
   std::unique_ptr<Communicator> comm = make_communicator(setup, session_);
   ReducerOptions reducer_options;
   reducer_options.buckets = BucketOptions{static_cast<size_t>(config.comm.bucket_mb * (1 << 20)),
@@ -203,7 +211,7 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
     trainer->run(std::move(info));
   } catch (const NonFiniteError& e) {
     // Decided from values reduced over all ranks: every rank stops at the same step with this error.
-    return fail_together(Failure{kExitNonFinite, e.what()});
+    return fail_together(failure_from(e));
   }
   stop_heartbeat();
   return kExitSuccess;
@@ -230,7 +238,7 @@ void Job::start_heartbeat(double timeout_s) {
 void Job::stop_heartbeat() {
   if (!heartbeat_) return;
   const Failure failure = failure_of([&] { heartbeat_->stop(); });
-  if (failure.failed()) fail_alone(failure.message, kExitComm);
+  if (failure.failed()) fail_alone(failure);
 }
 
 void Job::warn(const std::string& message) {
@@ -241,31 +249,35 @@ void Job::warn(const std::string& message) {
     }
     std::cerr << "dtrain: warning: " << message << std::endl;
   } else {
-    std::cerr << session_.rank_prefix() << "dtrain: warning: " << message << std::endl;
+    std::cerr << session_.origin().prefix() << "dtrain: warning: " << message << std::endl;
   }
 }
 
 int Job::fail_together(const Failure& failure) {
   if (session_.is_root()) {
-    std::cerr << "dtrain: error: " << failure.message << std::endl;
-    if (RunLogger* logger = log_sink_.load()) logger->error(failure.message, 0, activity_.snapshot());
+    std::cerr << "dtrain: error: " << failure.text() << std::endl;
+    if (RunLogger* logger = log_sink_.load()) {
+      logger->error(failure.message, std::max(failure.origin.rank, 0), activity_.snapshot());
+    }
   }
   stop_heartbeat();
   return failure.exit_code;
 }
 
-int Job::fail_alone(const std::string& message, int exit_code) {
-  const std::string text = message.rfind("[rank ", 0) == 0 || session_.world_size() == 1
-                               ? message
-                               : session_.rank_prefix() + message;
-  std::cerr << "dtrain: error: " << text << std::endl;
-  if (session_.is_root()) {
-    if (RunLogger* logger = log_sink_.load()) logger->error(message, 0, activity_.snapshot());
-  } else if (heartbeat_) {
-    heartbeat_->report_fatal(message);
+int Job::fail_alone(Failure failure) {
+  // This rank's error: in a job of several, the message says which rank it is.
+  if (failure.origin.rank < 0 && session_.world_size() > 1) {
+    failure.origin.rank = session_.rank();
+    failure.origin.world_size = session_.world_size();
   }
-  if (session_.world_size() > 1) session_.abort(exit_code);
-  return exit_code;
+  std::cerr << "dtrain: error: " << failure.text() << std::endl;
+  if (session_.is_root()) {
+    if (RunLogger* logger = log_sink_.load()) logger->error(failure.message, 0, activity_.snapshot());
+  } else if (heartbeat_) {
+    heartbeat_->report_fatal(failure.message);
+  }
+  if (session_.world_size() > 1) session_.abort(failure.exit_code);
+  return failure.exit_code;
 }
 
 }  // namespace
@@ -283,12 +295,10 @@ int main(int argc, char** argv) {
   dtrain::Failure failure;
   try {
     return job.run(argc, argv);
-  } catch (const c10::Error& e) {
-    failure = dtrain::Failure{dtrain::kExitFailure, e.what_without_backtrace()};
   } catch (const std::exception& e) {
-    failure = dtrain::Failure{dtrain::exit_code_of(e), e.what()};
+    failure = dtrain::failure_from(e);
   }
   // Past the agreed start-up, ranks may be inside different collectives: end the whole job rather than
   // leave the healthy ranks waiting for this one.
-  return job.fail_alone(failure.message, failure.exit_code);
+  return job.fail_alone(std::move(failure));
 }

@@ -487,7 +487,7 @@ struct Heartbeat::State {
       if (callbacks.on_warning) {
         callbacks.on_warning(w);
       } else {
-        std::cerr << "[rank " << rank << "/" << world_size << "] dtrain: warning: " << w << std::endl;
+        std::cerr << ErrorOrigin{rank, world_size, {}}.prefix() << "dtrain: warning: " << w << std::endl;
       }
     }
   }
@@ -597,8 +597,8 @@ struct Heartbeat::State {
 Heartbeat::Heartbeat(const MpiSession& session, const Activity& activity, HeartbeatOptions options,
                      HeartbeatCallbacks callbacks)
     : state_(std::make_unique<State>(session, activity, options, std::move(callbacks))) {
-  DTRAIN_CHECK(session.has_thread_multiple(), CommError,
-               session.rank_prefix() << "the heartbeat needs MPI_THREAD_MULTIPLE, which this MPI did not provide");
+  DTRAIN_CHECK_AT(session.has_thread_multiple(), CommError, session.origin(),
+                  "the heartbeat needs MPI_THREAD_MULTIPLE, which this MPI did not provide");
   DTRAIN_CHECK(session.world_size() > 1, CommError, "the heartbeat needs more than one rank");
   DTRAIN_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &state_->comm));
   DTRAIN_MPI_CHECK(MPI_Comm_set_errhandler(state_->comm, MPI_ERRORS_RETURN));
@@ -630,7 +630,7 @@ void Heartbeat::stop() {
   state_->changed.notify_all();
   if (state_->thread.joinable()) state_->thread.join();
   std::lock_guard<std::mutex> lock(state_->mutex);
-  if (!state_->thread_error.empty()) throw CommError(detail::mpi_rank_prefix() + state_->thread_error);
+  if (!state_->thread_error.empty()) throw CommError(detail::mpi_origin(), state_->thread_error);
 }
 
 std::string Heartbeat::diagnose() const {

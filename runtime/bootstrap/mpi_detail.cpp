@@ -15,17 +15,16 @@ std::string mpi_error_string(int code) {
   return std::string(text, static_cast<size_t>(length));
 }
 
-std::string mpi_rank_prefix() {
+ErrorOrigin mpi_origin() {
   int initialized = 0;
   int finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
-  if (!initialized || finalized) return "";
-  int rank = 0;
-  int size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return "[rank " + std::to_string(rank) + "/" + std::to_string(size) + "] ";
+  ErrorOrigin origin;
+  if (!initialized || finalized) return origin;
+  MPI_Comm_rank(MPI_COMM_WORLD, &origin.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &origin.world_size);
+  return origin;
 }
 
 void wait_mpi_request(MPI_Request* request, const WaitOptions& wait, const std::string& what) {
@@ -40,10 +39,10 @@ void wait_mpi_request(MPI_Request* request, const WaitOptions& wait, const std::
     if (polls % 4096 == 0) {
       if (watch.elapsed_s() > wait.timeout_s) {
         std::ostringstream os;
-        os << mpi_rank_prefix() << what << " did not complete within " << wait.timeout_s << " s (comm.timeout_s)";
+        os << what << " did not complete within " << wait.timeout_s << " s (comm.timeout_s)";
         const std::string peers = wait.explain_stall ? wait.explain_stall() : "";
         os << "; " << (peers.empty() ? "a peer rank is dead, stuck or far behind" : peers);
-        throw CommError(os.str());
+        throw CommError(mpi_origin(), os.str());
       }
       // With more ranks than cores, give the core to a peer that still has to reach the collective.
       sched_yield();

@@ -12,7 +12,7 @@
 namespace dtrain::detail {
 
 std::string mpi_error_string(int code);
-std::string mpi_rank_prefix();  // "[rank r/n] ", safe to call whenever MPI is initialised
+ErrorOrigin mpi_origin();  // this process's rank and the job size; unknown before MPI_Init and after finalize
 
 // Polls `request` until it completes, marked as a wait on `wait.activity`. Throws CommError naming `what`
 // after `wait.timeout_s` seconds, with `wait.explain_stall()`'s account of the peers, so a dead or stuck
@@ -26,7 +26,7 @@ void wait_mpi_request(MPI_Request* request, const WaitOptions& wait, const std::
   do {                                                                                                \
     const int dtrain_mpi_rc_ = (call);                                                                \
     if (dtrain_mpi_rc_ != MPI_SUCCESS) {                                                              \
-      ::dtrain::detail::throw_call_error(::dtrain::detail::mpi_rank_prefix(), #call,                  \
+      ::dtrain::detail::throw_call_error(::dtrain::detail::mpi_origin(), #call,                       \
                                          ::dtrain::detail::mpi_error_string(dtrain_mpi_rc_), __FILE__, \
                                          __LINE__);                                                   \
     }                                                                                                 \

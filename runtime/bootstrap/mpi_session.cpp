@@ -69,10 +69,6 @@ std::vector<std::string> MpiSession::unique_hosts() const {
   return hosts;
 }
 
-std::string MpiSession::rank_prefix() const {
-  return "[rank " + std::to_string(rank_) + "/" + std::to_string(world_size_) + "] ";
-}
-
 Failure MpiSession::first_error(const Failure& local, const WaitOptions& wait) const {
   if (world_size_ == 1) return local;
   // Lowest failing rank first; then that rank's exit status and message.
@@ -82,18 +78,21 @@ Failure MpiSession::first_error(const Failure& local, const WaitOptions& wait) c
   detail::wait_mpi_request(&request, wait, "agreeing on errors across ranks");
   if (failing == world_size_) return Failure{};
 
-  long long header[2] = {local.exit_code, static_cast<long long>(local.message.size())};
-  DTRAIN_MPI_CHECK(MPI_Ibcast(header, 2, MPI_LONG_LONG, failing, MPI_COMM_WORLD, &request));
+  // The failing rank's exit status, message and origin (rank, job size, host), in two broadcasts.
+  long long header[5] = {local.exit_code, static_cast<long long>(local.message.size()), local.origin.rank,
+                         local.origin.world_size, static_cast<long long>(local.origin.host.size())};
+  DTRAIN_MPI_CHECK(MPI_Ibcast(header, 5, MPI_LONG_LONG, failing, MPI_COMM_WORLD, &request));
   detail::wait_mpi_request(&request, wait, "broadcasting an error message");
   Failure agreed;
   agreed.exit_code = static_cast<int>(header[0]);
-  agreed.message = failing == rank_ ? local.message : std::string(static_cast<size_t>(header[1]), '\0');
-  DTRAIN_MPI_CHECK(MPI_Ibcast(agreed.message.data(), static_cast<int>(header[1]), MPI_CHAR, failing, MPI_COMM_WORLD,
-                              &request));
+  std::string text = failing == rank_ ? local.message + local.origin.host
+                                      : std::string(static_cast<size_t>(header[1] + header[4]), '\0');
+  DTRAIN_MPI_CHECK(MPI_Ibcast(text.data(), static_cast<int>(text.size()), MPI_CHAR, failing, MPI_COMM_WORLD, &request));
   detail::wait_mpi_request(&request, wait, "broadcasting an error message");
-  if (failing != 0 && agreed.message.rfind("[rank ", 0) != 0) {
-    agreed.message = "[rank " + std::to_string(failing) + "/" + std::to_string(world_size_) + "] " + agreed.message;
-  }
+  agreed.message = text.substr(0, static_cast<size_t>(header[1]));
+  agreed.origin = ErrorOrigin{static_cast<int>(header[2]), static_cast<int>(header[3]),
+                              text.substr(static_cast<size_t>(header[1]))};
+  if (!agreed.origin.known() && failing != 0) agreed.origin = ErrorOrigin{failing, world_size_, {}};
   return agreed;
 }
 

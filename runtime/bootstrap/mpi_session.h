@@ -7,14 +7,18 @@
 #include <vector>
 
 #include "runtime/bootstrap/wait_options.h"
+#include "runtime/util/error.h"
 
 namespace dtrain {
 
-// An error as ranks agree on it: the message and the exit status it ends the run with (0: no error).
+// An error as ranks agree on it: the exit status it ends the run with (0: no error), the message and
+// where it happened.
 struct Failure {
   int exit_code = 0;
-  std::string message;
+  std::string message;  // without the origin
+  ErrorOrigin origin;
   bool failed() const { return exit_code != 0; }
+  std::string text() const { return origin.prefix() + message; }  // as printed
 };
 
 class MpiSession final {
@@ -38,11 +42,12 @@ class MpiSession final {
   std::vector<std::string> unique_hosts() const;                             // in rank order
   const std::string& mpi_library_version() const { return mpi_library_version_; }
   bool has_thread_multiple() const { return thread_multiple_; }
-  std::string rank_prefix() const;  // "[rank r/n] "
+  ErrorOrigin origin() const { return ErrorOrigin{rank_, world_size_, {}}; }  // this rank, for messages
 
   // Collective. Every rank passes its own failure (exit_code 0 for none); every rank gets the same
-  // result: the failure of the lowest failing rank, its message prefixed with that rank unless it is
-  // rank 0, or no failure if all succeeded. Lets a bad config or a missing file fail all ranks with one
+  // result: the failure of the lowest failing rank, with its origin (that rank, unless the failure had
+  // none and it is rank 0: an error every rank meets alike needs no rank), or no failure if all
+  // succeeded. Lets a bad config or a missing file fail all ranks with one
   // message and one exit status instead of hanging the healthy ones.
   Failure first_error(const Failure& local, const WaitOptions& wait) const;
 

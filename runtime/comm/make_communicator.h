@@ -10,6 +10,7 @@
 #include "runtime/bootstrap/mpi_session.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/config/config.h"
+#include "runtime/util/error.h"
 
 namespace dtrain {
 
@@ -37,7 +38,7 @@ struct CommSetup {
   int cuda_device = -1;                     // from select_cuda_device; NCCL only
   WaitOptions wait;                         // timeout (comm.timeout_s), wait marking, stall reports
   // NCCL's watchdog calls this after aborting a timed-out or failed communicator; it must end the job.
-  std::function<void(const std::string& message)> on_fatal;
+  std::function<void(const CommError& error)> on_fatal;
 };
 
 // Collective: every rank of `session` must call it with the same backend.

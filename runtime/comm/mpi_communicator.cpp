@@ -38,20 +38,19 @@ MPI_Datatype mpi_type(const at::Tensor& tensor) {
     case at::kBFloat16:
     case at::kHalf: return MPI_UINT16_T;  // with the matching sum op from reduce_op()
     default:
-      throw CommError(detail::mpi_rank_prefix() + "MPI backend: unsupported dtype " +
+      throw CommError(detail::mpi_origin(), "MPI backend: unsupported dtype " +
                       std::string(c10::toString(tensor.scalar_type())) +
                       "; expected float, double, bfloat16, half, int8, uint8, int32 or int64");
   }
 }
 
 int mpi_count(const at::Tensor& tensor, const char* what) {
-  DTRAIN_CHECK(tensor.device().is_cpu(), CommError,
-               detail::mpi_rank_prefix() << what << ": MPI needs a host tensor, got " << tensor.device());
-  DTRAIN_CHECK(tensor.is_contiguous(), CommError,
-               detail::mpi_rank_prefix() << what << ": tensor must be contiguous (shape " << tensor.sizes() << ")");
-  DTRAIN_CHECK(tensor.numel() <= INT_MAX, CommError,
-               detail::mpi_rank_prefix() << what << ": " << tensor.numel()
-                                         << " elements exceed MPI's int count; split the tensor");
+  DTRAIN_CHECK_AT(tensor.device().is_cpu(), CommError, detail::mpi_origin(),
+                  what << ": MPI needs a host tensor, got " << tensor.device());
+  DTRAIN_CHECK_AT(tensor.is_contiguous(), CommError, detail::mpi_origin(),
+                  what << ": tensor must be contiguous (shape " << tensor.sizes() << ")");
+  DTRAIN_CHECK_AT(tensor.numel() <= INT_MAX, CommError, detail::mpi_origin(),
+                  what << ": " << tensor.numel() << " elements exceed MPI's int count; split the tensor");
   return static_cast<int>(tensor.numel());
 }
 
@@ -133,11 +132,10 @@ MpiCommunicator::~MpiCommunicator() {
 }
 
 std::unique_ptr<Work> MpiCommunicator::allreduce_async(at::Tensor tensor, ReduceOp op) {
-  DTRAIN_CHECK(op == ReduceOp::kSum || tensor.is_floating_point(), CommError,
-               detail::mpi_rank_prefix() << "allreduce average needs a floating-point tensor, got "
-                                         << tensor.scalar_type());
-  DTRAIN_CHECK(tensor.is_contiguous(), CommError,
-               detail::mpi_rank_prefix() << "allreduce: tensor must be contiguous (shape " << tensor.sizes() << ")");
+  DTRAIN_CHECK_AT(op == ReduceOp::kSum || tensor.is_floating_point(), CommError, detail::mpi_origin(),
+                  "allreduce average needs a floating-point tensor, got " << tensor.scalar_type());
+  DTRAIN_CHECK_AT(tensor.is_contiguous(), CommError, detail::mpi_origin(),
+                  "allreduce: tensor must be contiguous (shape " << tensor.sizes() << ")");
   at::Tensor host = host_copy(tensor);
   at::Tensor device = tensor.is_cuda() ? std::move(tensor) : at::Tensor();
   const int count = mpi_count(host, "allreduce");
@@ -151,10 +149,10 @@ std::unique_ptr<Work> MpiCommunicator::allreduce_async(at::Tensor tensor, Reduce
 }
 
 void MpiCommunicator::broadcast(at::Tensor& tensor, int root) {
-  DTRAIN_CHECK(root >= 0 && root < world_size_, CommError,
-               detail::mpi_rank_prefix() << "broadcast root " << root << " out of range [0, " << world_size_ << ")");
-  DTRAIN_CHECK(tensor.is_contiguous(), CommError,
-               detail::mpi_rank_prefix() << "broadcast: tensor must be contiguous (shape " << tensor.sizes() << ")");
+  DTRAIN_CHECK_AT(root >= 0 && root < world_size_, CommError, detail::mpi_origin(),
+                  "broadcast root " << root << " out of range [0, " << world_size_ << ")");
+  DTRAIN_CHECK_AT(tensor.is_contiguous(), CommError, detail::mpi_origin(),
+                  "broadcast: tensor must be contiguous (shape " << tensor.sizes() << ")");
   at::Tensor host = host_copy(tensor);
   const int count = mpi_count(host, "broadcast");
   MPI_Request request = MPI_REQUEST_NULL;

@@ -43,7 +43,7 @@ ncclDataType_t nccl_type(const at::Tensor& tensor) {
     case at::kByte: return ncclUint8;
     case at::kChar: return ncclInt8;
     default:
-      throw CommError(detail::rank_host_prefix() + "NCCL backend: unsupported dtype " +
+      throw CommError(detail::device_origin(), "NCCL backend: unsupported dtype " +
                       std::string(c10::toString(tensor.scalar_type())) +
                       "; expected float, double, half, bfloat16, int8, uint8, int32 or int64");
   }
@@ -84,7 +84,8 @@ struct NcclState {
   std::vector<std::shared_ptr<Op>> watched;  // guarded by mutex
   bool stopping = false;                     // guarded by mutex
   std::atomic<bool> failed{false};
-  std::string failure;  // guarded by mutex; set before `failed`
+  std::string failure;         // guarded by mutex; set before `failed`
+  ErrorOrigin failure_origin;  // guarded by mutex
   std::thread watchdog;
 
   cudaStream_t compute_stream() const {
@@ -104,7 +105,7 @@ struct NcclState {
   void throw_if_failed() {
     if (!failed.load()) return;
     std::lock_guard<std::mutex> lock(mutex);
-    throw CommError(failure);
+    throw CommError(failure_origin, failure);
   }
 
   // A failed NCCL call leaves the communicator unusable: abort it, so that peers blocked in a collective
@@ -113,7 +114,7 @@ struct NcclState {
     if (code == ncclSuccess) return;
     const std::string message = nccl_error_string(code);
     abort_comm();
-    detail::throw_call_error(detail::rank_host_prefix(), call, message + (context.empty() ? "" : "), (" + context),
+    detail::throw_call_error(detail::device_origin(), call, message + (context.empty() ? "" : "), (" + context),
                              file, line);
   }
 
@@ -127,18 +128,19 @@ struct NcclState {
   }
 
   void fail(const std::string& problem) {
-    const std::string message = detail::rank_host_prefix() + problem +
-                                "; aborted the NCCL communicator so that no rank waits forever";
+    const CommError error(detail::device_origin(),
+                          problem + "; aborted the NCCL communicator so that no rank waits forever");
     {
       std::lock_guard<std::mutex> lock(mutex);
-      failure = message;
+      failure = error.message();
+      failure_origin = error.origin();
     }
     failed.store(true);
     abort_comm();
     if (options.on_fatal) {
-      options.on_fatal(message);
+      options.on_fatal(error);
     } else {
-      std::cerr << message << std::endl;
+      std::cerr << error.what() << std::endl;
       std::abort();
     }
   }
@@ -217,11 +219,11 @@ struct NcclState {
   }
 
   size_t check_tensor(const at::Tensor& tensor, const char* what) const {
-    DTRAIN_CHECK(tensor.is_contiguous(), CommError,
-                 detail::rank_host_prefix() << what << ": tensor must be contiguous (shape " << tensor.sizes() << ")");
-    DTRAIN_CHECK(tensor.device().index() == options.device, CommError,
-                 detail::rank_host_prefix() << what << ": tensor is on " << tensor.device()
-                                            << ", but this rank's NCCL communicator uses cuda:" << options.device);
+    DTRAIN_CHECK_AT(tensor.is_contiguous(), CommError, detail::device_origin(),
+                    what << ": tensor must be contiguous (shape " << tensor.sizes() << ")");
+    DTRAIN_CHECK_AT(tensor.device().index() == options.device, CommError, detail::device_origin(),
+                    what << ": tensor is on " << tensor.device() << ", but this rank's NCCL communicator uses cuda:"
+                         << options.device);
     return static_cast<size_t>(tensor.numel());
   }
 };
@@ -276,9 +278,9 @@ NcclCommunicator::NcclCommunicator(const MpiSession& session, const NcclOptions&
 
   int devices = 0;
   DTRAIN_CUDA_CHECK(cudaGetDeviceCount(&devices));
-  DTRAIN_CHECK(options.device >= 0 && options.device < devices, CommError,
-               detail::rank_host_prefix() << "CUDA device " << options.device << " does not exist; this process sees "
-                                          << devices << " device(s)");
+  DTRAIN_CHECK_AT(options.device >= 0 && options.device < devices, CommError, detail::device_origin(),
+                  "CUDA device " << options.device << " does not exist; this process sees " << devices
+                                 << " device(s)");
   DTRAIN_CUDA_CHECK(cudaSetDevice(options.device));
 
   // Rank 0's id reaches the others over MPI: 128 opaque bytes.
@@ -352,9 +354,8 @@ std::unique_ptr<Work> NcclCommunicator::allreduce_async(at::Tensor tensor, Reduc
   impl.throw_if_failed();
   const size_t count = impl.check_tensor(tensor, "allreduce");
   const ncclDataType_t type = nccl_type(tensor);
-  DTRAIN_CHECK(op == ReduceOp::kSum || tensor.is_floating_point(), CommError,
-               detail::rank_host_prefix() << "allreduce average needs a floating-point tensor, got "
-                                          << tensor.scalar_type());
+  DTRAIN_CHECK_AT(op == ReduceOp::kSum || tensor.is_floating_point(), CommError, detail::device_origin(),
+                  "allreduce average needs a floating-point tensor, got " << tensor.scalar_type());
   const std::string what = "ncclAllReduce of " + std::to_string(tensor.nbytes()) + " bytes";
   impl.order_after_compute();
   DTRAIN_NCCL_CHECK(impl,
@@ -368,8 +369,8 @@ void NcclCommunicator::broadcast(at::Tensor& tensor, int root) {
   if (!tensor.is_cuda()) return impl_->host->broadcast(tensor, root);
   detail::NcclState& impl = *impl_;
   impl.throw_if_failed();
-  DTRAIN_CHECK(root >= 0 && root < impl.world_size, CommError,
-               detail::rank_host_prefix() << "broadcast root " << root << " out of range [0, " << impl.world_size << ")");
+  DTRAIN_CHECK_AT(root >= 0 && root < impl.world_size, CommError, detail::device_origin(),
+                  "broadcast root " << root << " out of range [0, " << impl.world_size << ")");
   const size_t count = impl.check_tensor(tensor, "broadcast");
   const std::string what = "ncclBroadcast of " + std::to_string(tensor.nbytes()) + " bytes from rank " + std::to_string(root);
   impl.order_after_compute();

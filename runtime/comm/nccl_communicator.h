@@ -12,6 +12,7 @@
 #include "runtime/bootstrap/mpi_session.h"
 #include "runtime/bootstrap/wait_options.h"
 #include "runtime/comm/communicator.h"
+#include "runtime/util/error.h"
 
 namespace dtrain {
 namespace detail {
@@ -28,7 +29,7 @@ struct NcclOptions {
   std::function<void*()> compute_stream;
   // Called once, from the watchdog thread, after a collective timed out or failed and the communicator
   // was aborted; it must end the process (launch/main.cpp passes MPI_Abort). Unset: print and abort().
-  std::function<void(const std::string& message)> on_fatal;
+  std::function<void(const CommError& error)> on_fatal;
 };
 
 class NcclCommunicator final : public Communicator {

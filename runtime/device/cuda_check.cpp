@@ -6,12 +6,12 @@
 
 namespace dtrain::detail {
 
-std::string rank_host_prefix() {
+ErrorOrigin device_origin() {
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
-  std::string prefix = mpi_rank_prefix();  // "[rank r/n] " or ""
-  if (prefix.empty()) return std::string("[") + host + "] ";
-  return prefix.substr(0, prefix.size() - 2) + " " + host + "] ";
+  ErrorOrigin origin = mpi_origin();
+  origin.host = host;
+  return origin;
 }
 
 std::string cuda_error_string(cudaError_t code) {

@@ -10,8 +10,9 @@
 
 namespace dtrain::detail {
 
-// "[rank r/n host] " while MPI is up, "[host] " before: GPU errors always say which machine.
-std::string rank_host_prefix();
+// This process's rank and host ("[rank r/n host] "), or only the host before MPI is up: GPU errors
+// always say which machine.
+ErrorOrigin device_origin();
 
 std::string cuda_error_string(cudaError_t code);  // "cudaErrorNoDevice: no CUDA-capable device is detected"
 
@@ -22,7 +23,7 @@ std::string cuda_error_string(cudaError_t code);  // "cudaErrorNoDevice: no CUDA
   do {                                                                                                       \
     const cudaError_t dtrain_cuda_rc_ = (call);                                                              \
     if (dtrain_cuda_rc_ != cudaSuccess) {                                                                    \
-      ::dtrain::detail::throw_call_error(::dtrain::detail::rank_host_prefix(), #call,                       \
+      ::dtrain::detail::throw_call_error(::dtrain::detail::device_origin(), #call,                          \
                                          ::dtrain::detail::cuda_error_string(dtrain_cuda_rc_), __FILE__, __LINE__); \
     }                                                                                                        \
   } while (false)

@@ -9,11 +9,11 @@ const char* file_basename(const char* path) {
   return slash ? slash + 1 : path;
 }
 
-void throw_call_error(const std::string& rank_prefix, const char* call, const std::string& message,
-                      const char* file, int line) {
+void throw_call_error(const ErrorOrigin& origin, const char* call, const std::string& message, const char* file,
+                      int line) {
   std::ostringstream os;
-  os << rank_prefix << call << " failed (" << message << "), " << file_basename(file) << ":" << line;
-  throw CommError(os.str());
+  os << call << " failed (" << message << "), " << file_basename(file) << ":" << line;
+  throw CommError(origin, os.str());
 }
 
 }  // namespace dtrain::detail

@@ -9,8 +9,8 @@
 
 namespace dtrain::detail {
 
-// "<call> failed (<message>), <context>, <file>:<line>" with an optional "[rank r/n] " prefix.
-[[noreturn]] void throw_call_error(const std::string& rank_prefix, const char* call, const std::string& message,
+// Throws CommError(origin, "<call> failed (<message>), <file>:<line>").
+[[noreturn]] void throw_call_error(const ErrorOrigin& origin, const char* call, const std::string& message,
                                    const char* file, int line);
 
 const char* file_basename(const char* path);
@@ -26,4 +26,15 @@ const char* file_basename(const char* path);
       dtrain_check_os_ << message;              \
       throw ::dtrain::ErrorType(dtrain_check_os_.str()); \
     }                                           \
+  } while (false)
+
+// DTRAIN_CHECK with the error's origin (evaluated only on failure):
+//   DTRAIN_CHECK_AT(root < n, CommError, detail::mpi_origin(), "broadcast root " << root << " out of range");
+#define DTRAIN_CHECK_AT(cond, ErrorType, origin, message)                \
+  do {                                                                  \
+    if (!(cond)) {                                                      \
+      std::ostringstream dtrain_check_os_;                              \
+      dtrain_check_os_ << message;                                      \
+      throw ::dtrain::ErrorType((origin), dtrain_check_os_.str());      \
+    }                                                                   \
   } while (false)

@@ -2,6 +2,14 @@
 
 namespace dtrain {
 
+std::string ErrorOrigin::prefix() const {
+  if (!known()) return "";
+  std::string text = "[";
+  if (rank >= 0) text += "rank " + std::to_string(rank) + "/" + std::to_string(world_size);
+  if (!host.empty()) text += (rank >= 0 ? " " : "") + host;
+  return text + "] ";
+}
+
 int exit_code_of(const std::exception& error) {
   if (dynamic_cast<const ConfigError*>(&error) != nullptr) return kExitConfig;
   if (dynamic_cast<const DataError*>(&error) != nullptr) return kExitData;

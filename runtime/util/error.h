@@ -5,6 +5,7 @@
 #include <exception>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace dtrain {
 
@@ -18,9 +19,31 @@ constexpr int kExitNonFinite = 4;  // the loss or the gradients became NaN or in
 constexpr int kExitIo = 5;         // a log, result or checkpoint could not be written
 constexpr int kExitComm = 6;       // a collective failed or timed out: a peer is dead, stuck or unreachable
 
+// Where an error happened: the rank and job size, and the host where the machine matters (GPU and NCCL
+// errors). Errors carry it as data, so code that handles them reads the rank instead of parsing text.
+struct ErrorOrigin {
+  int rank = -1;       // -1: not known (before MPI is up, or an error every rank meets alike)
+  int world_size = 0;
+  std::string host;
+
+  bool known() const { return rank >= 0 || !host.empty(); }
+  // "[rank 3/16] ", "[rank 3/16 gpu-7] ", "[gpu-7] " or "": how messages start.
+  std::string prefix() const;
+};
+
+// Every dtrain error: a message and, where known, its origin. what() is the two together, as printed.
 class Error : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& message) : Error(ErrorOrigin{}, message) {}
+  Error(ErrorOrigin origin, const std::string& message)
+      : std::runtime_error(origin.prefix() + message), origin_(std::move(origin)), message_(message) {}
+
+  const ErrorOrigin& origin() const { return origin_; }
+  const std::string& message() const { return message_; }  // without the origin
+
+ private:
+  ErrorOrigin origin_;
+  std::string message_;
 };
 
 // Bad configuration: a YAML key, a CLI flag, a combination of values or an unusable directory.

@@ -80,13 +80,21 @@ TEST_CASE("ranks agree on the first error and its exit status", "[bootstrap][mpi
   const WaitOptions wait{60.0, nullptr, {}};
   CHECK_FALSE(session.first_error(Failure{}, wait).failed());
   const int last = session.world_size() - 1;
-  const Failure local = session.rank() == last ? Failure{kExitIo, "disk full"} : Failure{};
+  const std::string world = std::to_string(session.world_size());
+  // An error without an origin takes the failing rank's.
+  const Failure local = session.rank() == last ? Failure{kExitIo, "disk full", {}} : Failure{};
   const Failure agreed = session.first_error(local, wait);
-  CHECK(agreed.message == "[rank " + std::to_string(last) + "/" + std::to_string(session.world_size()) + "] disk full");
+  CHECK(agreed.message == "disk full");
+  CHECK(agreed.origin.rank == last);
+  CHECK(agreed.text() == "[rank " + std::to_string(last) + "/" + world + "] disk full");
   CHECK(agreed.exit_code == kExitIo);
-  // Every rank failing: the lowest rank's error wins, rank 0's message unprefixed.
-  const Failure everyone = session.first_error(Failure{kExitConfig + session.rank(), "bad config"}, wait);
-  CHECK(everyone.message == "bad config");
+  // One with an origin keeps it, host included.
+  const Failure gpu =
+      session.rank() == last ? Failure{kExitComm, "cudaMalloc failed", {last, session.world_size(), "gpu-7"}} : Failure{};
+  CHECK(session.first_error(gpu, wait).text() == "[rank " + std::to_string(last) + "/" + world + " gpu-7] cudaMalloc failed");
+  // Every rank failing: the lowest rank's error wins; rank 0's has no origin, being everyone's.
+  const Failure everyone = session.first_error(Failure{kExitConfig + session.rank(), "bad config", {}}, wait);
+  CHECK(everyone.text() == "bad config");
   CHECK(everyone.exit_code == kExitConfig);
   CHECK(session.local_world_size() >= 1);
   CHECK(session.hostnames().size() == static_cast<size_t>(session.world_size()));

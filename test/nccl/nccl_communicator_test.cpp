@@ -135,12 +135,14 @@ TEST_CASE("a collective that outlives the timeout aborts the communicator and re
   static double hold_s = 4.0;
   std::mutex mutex;
   std::string fatal;
+  int fatal_rank = -1;
   NcclOptions options;
   options.wait.timeout_s = 0.5;
   options.compute_stream = [held] { return static_cast<void*>(held); };
-  options.on_fatal = [&](const std::string& message) {
+  options.on_fatal = [&](const CommError& error) {
     std::lock_guard<std::mutex> lock(mutex);
-    fatal = message;
+    fatal = error.what();
+    fatal_rank = error.origin().rank;
   };
   auto comm = make_nccl_comm(options);
   at::Tensor t = at::ones({1024}, on_gpu(at::kFloat));
@@ -158,6 +160,7 @@ TEST_CASE("a collective that outlives the timeout aborts the communicator and re
     std::lock_guard<std::mutex> lock(mutex);
     CHECK_THAT(fatal, Catch::Contains("ncclAllReduce of 4096 bytes did not complete within 0.5 s") &&
                           Catch::Contains("[rank 0/") && Catch::Contains("aborted the NCCL communicator"));
+    CHECK(fatal_rank == 0);
   }
   CHECK_THROWS_AS(work->wait(), CommError);
   CHECK_THROWS_AS(comm->allreduce_async(t, ReduceOp::kSum), CommError);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace dtrain {
 
@@ -35,7 +36,7 @@ struct TrainOptions {
   LrSchedule lr_schedule = LrSchedule::kConstant;
   double lr_gamma = 0.1;  // step: lr x gamma^floor((epoch - 1) / lr_step_epochs); multistep: per milestone
   int64_t lr_step_epochs = 30;
-  std::string lr_milestones;  // multistep: "30,60,80", epochs after which the rate is multiplied by gamma
+  std::vector<int64_t> lr_milestones;  // multistep: increasing epochs after which the rate is multiplied by gamma
   double lr_min = 0.0;        // cosine: the rate at the end of the last epoch
   double warmup_epochs = 0.0;
   double label_smoothing = 0.0;  // classifiers: cross-entropy against (1 - e) one-hot + e uniform

@@ -189,12 +189,12 @@ ConfigField string_field(std::string key, std::string flag, std::string help, Re
 
 // A comma-separated list of increasing positive integers ("30,60,80"; a YAML list works too); empty is
 // allowed.
-ConfigField int_list_field(std::string key, std::string flag, std::string help, Ref<std::string> ref) {
+ConfigField int_list_field(std::string key, std::string flag, std::string help, Ref<std::vector<int64_t>> ref) {
   ConfigField field = make_field(key, std::move(flag), std::move(help), "INT,INT,...");
   field.is_list = true;
   field.parse = [key, ref](TrainConfig& c, const std::string& text, const std::string& origin) {
     const std::string expected = "a comma-separated list of increasing integers >= 1, such as 30,60,80";
-    std::string canonical;
+    std::vector<int64_t> values;
     int64_t previous = 0;
     size_t begin = 0;
     while (begin < text.size()) {
@@ -209,14 +209,18 @@ ConfigField int_list_field(std::string key, std::string flag, std::string help, 
       if (item.empty() || ec != std::errc() || ptr != last || value <= previous || value > kMaxCount) {
         bad_value(key, origin, expected, text);
       }
-      canonical += (canonical.empty() ? "" : ",") + std::to_string(value);
+      values.push_back(value);
       previous = value;
       begin = end + 1;
       if (end + 1 == text.size()) bad_value(key, origin, expected, text);  // a trailing comma
     }
-    ref(c) = canonical;
+    ref(c) = std::move(values);
   };
-  field.format = [ref](const TrainConfig& c) { return ref(const_cast<TrainConfig&>(c)); };
+  field.format = [ref](const TrainConfig& c) {
+    std::string text;
+    for (int64_t value : ref(const_cast<TrainConfig&>(c))) text += (text.empty() ? "" : ",") + std::to_string(value);
+    return text;
+  };
   field.copy = [ref](TrainConfig& to, const TrainConfig& from) { ref(to) = ref(const_cast<TrainConfig&>(from)); };
   return field;
 }
@@ -286,7 +290,7 @@ std::vector<ConfigField> build_fields() {
                         [](TrainConfig& c) -> int64_t& { return c.train.lr_step_epochs; }, 1, kMaxCount));
   f.push_back(int_list_field("train.lr_milestones", "lr-milestones",
                              "multistep schedule: epochs after which the learning rate is multiplied by lr-gamma",
-                             [](TrainConfig& c) -> std::string& { return c.train.lr_milestones; }));
+                             [](TrainConfig& c) -> std::vector<int64_t>& { return c.train.lr_milestones; }));
   f.push_back(float_field("train.lr_min", "lr-min", "cosine schedule: learning rate at the end of the last epoch",
                           [](TrainConfig& c) -> double& { return c.train.lr_min; }, 0.0, true));
   f.push_back(float_field("train.warmup_epochs", "warmup-epochs",

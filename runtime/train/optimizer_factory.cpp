@@ -64,21 +64,6 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainOptions& o, c
   throw ConfigError(std::string("train.optimizer: unsupported optimizer '") + to_string(o.optimizer) + "'");
 }
 
-std::vector<int64_t> lr_milestones(const TrainOptions& options) {
-  std::vector<int64_t> epochs;
-  const std::string& text = options.lr_milestones;
-  for (size_t begin = 0; begin < text.size();) {
-    const size_t end = std::min(text.find(',', begin), text.size());
-    try {
-      epochs.push_back(std::stoll(text.substr(begin, end - begin)));
-    } catch (const std::exception&) {
-      throw ConfigError("train.lr_milestones must be a comma-separated list of epochs, got '" + text + "'");
-    }
-    begin = end + 1;
-  }
-  return epochs;
-}
-
 double learning_rate_at(const TrainOptions& o, int64_t epoch, int64_t step, int64_t steps) {
   steps = std::max<int64_t>(steps, 1);
   const double t = static_cast<double>(epoch - 1) + static_cast<double>(step) / static_cast<double>(steps);
@@ -88,7 +73,7 @@ double learning_rate_at(const TrainOptions& o, int64_t epoch, int64_t step, int6
     case LrSchedule::kStep: lr *= std::pow(o.lr_gamma, static_cast<double>((epoch - 1) / o.lr_step_epochs)); break;
     case LrSchedule::kMultiStep: {
       int64_t passed = 0;
-      for (int64_t milestone : lr_milestones(o)) passed += epoch > milestone ? 1 : 0;
+      for (int64_t milestone : o.lr_milestones) passed += epoch > milestone ? 1 : 0;
       lr *= std::pow(o.lr_gamma, static_cast<double>(passed));
       break;
     }

@@ -17,9 +17,6 @@ namespace dtrain {
 // normalisation weights) form a second group without weight decay.
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainOptions& options, const torch::nn::Module& module);
 
-// train.lr_milestones as epochs; throws ConfigError for a malformed list.
-std::vector<int64_t> lr_milestones(const TrainOptions& options);
-
 // The learning rate of the optimizer step that starts at micro-batch `step` (0-based) of `epoch`
 // (1-based), an epoch having `steps` micro-batches:
 //   warm-up  lr x min(1, (t + 1/steps) / warmup_epochs), t = epoch - 1 + step / steps, then

@@ -55,9 +55,7 @@ void TrainState::add(std::string name, std::shared_ptr<torch::nn::Module> module
   modules_.push_back(TrainedModule{std::move(name), std::move(module), std::move(optimizer), nullptr});
 }
 
-std::unique_ptr<AutocastScope> TrainState::autocast() const {
-  return std::make_unique<AutocastScope>(device_.type(), options_.precision);
-}
+AutocastScope TrainState::autocast() const { return AutocastScope(device_.type(), options_.precision); }
 
 void TrainState::begin_micro_batch(const MicroBatch& micro_batch) {
   micro_batch_ = micro_batch;

@@ -70,7 +70,8 @@ class TrainState {
   void add(std::string name, std::shared_ptr<torch::nn::Module> module, std::unique_ptr<torch::optim::Optimizer> optimizer);
 
   // The forward pass's mixed precision: `{ auto scope = state.autocast(); outputs = model(inputs); }`.
-  std::unique_ptr<AutocastScope> autocast() const;
+  // Returned by value (guaranteed copy elision): no allocation per micro-batch.
+  AutocastScope autocast() const;
 
   // Backpropagates `loss`, the mean over this micro-batch, into the gradients of `modules` (names).
   // Accumulation weighs it by 1/group_size; fp16 scales it; a non-finite loss poisons the gradients so

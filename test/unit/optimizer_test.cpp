@@ -51,7 +51,7 @@ TEST_CASE("learning-rate schedules give the documented rate at each step", "[tra
   SECTION("multistep: by gamma after each milestone epoch") {
     o.lr_schedule = LrSchedule::kMultiStep;
     o.lr_gamma = 0.1;
-    o.lr_milestones = "2,5";
+    o.lr_milestones = {2, 5};
     CHECK(learning_rate_at(o, 2) == Approx(0.4));
     CHECK(learning_rate_at(o, 3) == Approx(0.04));
     CHECK(learning_rate_at(o, 5) == Approx(0.04));

@@ -1,13 +1,21 @@
 #!/usr/bin/python3
-"""CPU training-step time of dtrain's vision models against PyTorch eager on the same model (torchvision's,
-or the CIFAR ResNet-18 built from it), batch, optimizer (SGD, momentum 0.9, weight decay) and intra-op
-threads, one process each, data already in memory. Per-step time is the difference between a long and a
-short run divided by the extra steps, so start-up and the first (slow) steps cancel out; dtrain's
-figure comes from its run log's train_s, PyTorch's from the same loop timed in Python. Runs alternate,
---reps times; medians are compared (ratio > 1: dtrain is faster).
+"""Training-step time of dtrain's vision models against PyTorch eager on the same model (torchvision's,
+or the CIFAR ResNet-18 built from it), batch, optimizer (SGD, momentum 0.9, weight decay), precision and
+memory format, one process each, data already in memory (on the GPU with --device cuda). Per-step time
+is the difference between a long and a short run divided by the extra steps, so start-up and the first
+(slow) steps cancel out; dtrain's figure comes from its run log's train_s, PyTorch's from the same loop
+timed in Python. Runs alternate, --reps times; medians are compared (ratio > 1: dtrain is faster).
+Throughput is images/s; achieved TFLOP/s counts the model's analytic FLOPs (2 per multiply-add of every
+convolution and linear layer in forward, times 3 for forward and backward).
+
+On the CPU (default) the cases are resnet18 at 64 px and the CIFAR model, batch 32, with --threads
+intra-op threads. With --device cuda (a GPU host, the CUDA build's dtrain and PyTorch with CUDA) they
+are resnet18, resnet50 and alexnet at 64 and 224 px, batch 128; the peer then runs as its authors would
+on a GPU: no host synchronisation inside the loop, channels_last with --channels-last, autocast with
+--precision bf16.
 
 Usage: bench/vision_step_bench.py [--dtrain build/dtrain] [--threads 2] [--reps 3] [--workloads resnet18,cifar10]
-                                  [--out FILE]
+                                  [--device cpu|cuda] [--precision fp32|bf16] [--channels-last] [--out FILE]
 """
 import argparse
 import glob
@@ -23,18 +31,19 @@ import time
 import torch
 import torchvision
 
-CASES = [  # workload, image size, classes, batch
-    ("resnet18", 64, 200, 32),
-    ("cifar10", 32, 10, 32),
-]
+CASES = {  # workload, image size, classes (those of dtrain's --synthetic data), batch
+    "cpu": [("resnet18", 64, 200, 32), ("cifar10", 32, 10, 32)],
+    "cuda": [(w, size, 200, 128) for w in ("resnet18", "resnet50", "alexnet") for size in (64, 224)],
+}
 
 
-def dtrain_train_s(dtrain, workload, size, batch, steps, threads, tmp):
+def dtrain_train_s(dtrain, workload, size, batch, steps, args, tmp):
     logs = tempfile.mkdtemp(dir=tmp)
     cmd = [dtrain, "--workload", workload, "--synthetic", "--image-size", str(size), "--batch-size", str(batch),
-           "--max-steps", str(steps), "--epochs", "1", "--threads", str(threads), "--checkpoint=false",
+           "--max-steps", str(steps), "--epochs", "1", "--threads", str(args.threads), "--checkpoint=false",
            "--log-dir", logs, "--log-interval", "0", "--progress-bar=false", "--eval-batch-size", "250",
-           "--weight-decay", "1e-4", "--lr-schedule", "constant"]
+           "--weight-decay", "1e-4", "--lr-schedule", "constant", "--device", args.device,
+           "--precision", args.precision, f"--channels-last={'true' if args.channels_last else 'false'}"]
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
         sys.exit(f"vision_step_bench: {' '.join(cmd)} failed:\n{result.stderr[-2000:]}")
@@ -53,21 +62,52 @@ def peer_model(workload, classes):
     return getattr(torchvision.models, workload)(num_classes=classes)
 
 
-def peer_train_s(workload, size, classes, batch, steps):
-    torch.manual_seed(1)
+def forward_flops(workload, size, classes):
+    """2 x multiply-adds of every convolution and linear layer for one image, counted from the shapes."""
     model = peer_model(workload, classes)
+    total = [0]
+
+    def count(module, inputs, output):
+        if isinstance(module, torch.nn.Conv2d):
+            kh, kw = module.kernel_size
+            total[0] += 2 * output.numel() * (module.in_channels // module.groups) * kh * kw
+        elif isinstance(module, torch.nn.Linear):
+            total[0] += 2 * output.numel() * module.in_features
+
+    for m in model.modules():
+        if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear)):
+            m.register_forward_hook(count)
+    with torch.no_grad():
+        model(torch.zeros(1, 3, size, size))
+    return total[0]
+
+
+def peer_train_s(workload, size, classes, batch, steps, args):
+    torch.manual_seed(1)
+    device = torch.device(args.device)
+    memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
+    model = peer_model(workload, classes).to(device, memory_format=memory_format)
     model.train()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
     loss_fn = torch.nn.CrossEntropyLoss()
-    inputs = torch.randn(4, batch, 3, size, size)
-    targets = torch.randint(classes, (4, batch))
+    inputs = torch.randn(4, batch, 3, size, size, device=device)
+    inputs = [inputs[i].contiguous(memory_format=memory_format) for i in range(4)]
+    targets = torch.randint(classes, (4, batch), device=device)
+    cuda = device.type == "cuda"
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.precision == "bf16")
+    if cuda:
+        torch.cuda.synchronize()
     start = time.perf_counter()
     for step in range(steps):
         optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(model(inputs[step % 4]), targets[step % 4])
+        with autocast:
+            loss = loss_fn(model(inputs[step % 4]), targets[step % 4])
         loss.backward()
         optimizer.step()
-        loss.item()
+        if not cuda:
+            loss.item()  # the CPU loop reads its loss, as the examples do; on a GPU that would stall the queue
+    if cuda:
+        torch.cuda.synchronize()
     return time.perf_counter() - start
 
 
@@ -78,30 +118,47 @@ def main():
     parser.add_argument("--short", type=int, default=3)
     parser.add_argument("--long", type=int, default=13)
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--workloads", default=",".join(c[0] for c in CASES), help="comma-separated subset")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    parser.add_argument("--channels-last", action="store_true")
+    parser.add_argument("--workloads", help="comma-separated subset of the device's cases")
+    parser.add_argument("--sizes", help="comma-separated subset of the image sizes")
     parser.add_argument("--batch", type=int, help="override every case's batch (smoke runs)")
     parser.add_argument("--out")
     args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("vision_step_bench: --device cuda, but this PyTorch sees no GPU")
     torch.set_num_threads(args.threads)
     extra = args.long - args.short
     results = {"machine": platform.node(), "cpus": os.cpu_count(), "threads": args.threads, "torch": torch.__version__,
-               "torchvision": torchvision.__version__, "cases": []}
+               "torchvision": torchvision.__version__, "device": args.device, "precision": args.precision,
+               "channels_last": args.channels_last, "cases": []}
+    if args.device == "cuda":
+        results["gpu"] = torch.cuda.get_device_name()
+    where = results.get("gpu", f"{args.threads} threads")
     with tempfile.TemporaryDirectory(prefix="dtrain-step-") as tmp:
-        for workload, size, classes, batch in CASES:
-            if workload not in args.workloads.split(","):
+        for workload, size, classes, batch in CASES[args.device]:
+            if args.workloads and workload not in args.workloads.split(","):
+                continue
+            if args.sizes and str(size) not in args.sizes.split(","):
                 continue
             batch = args.batch or batch
             dtrain_steps, peer_steps = [], []
             for _ in range(args.reps):
-                dtrain_steps.append((dtrain_train_s(args.dtrain, workload, size, batch, args.long, args.threads, tmp) -
-                                     dtrain_train_s(args.dtrain, workload, size, batch, args.short, args.threads, tmp)) / extra)
-                peer_steps.append((peer_train_s(workload, size, classes, batch, args.long) -
-                                   peer_train_s(workload, size, classes, batch, args.short)) / extra)
+                dtrain_steps.append((dtrain_train_s(args.dtrain, workload, size, batch, args.long, args, tmp) -
+                                     dtrain_train_s(args.dtrain, workload, size, batch, args.short, args, tmp)) / extra)
+                peer_steps.append((peer_train_s(workload, size, classes, batch, args.long, args) -
+                                   peer_train_s(workload, size, classes, batch, args.short, args)) / extra)
             d, p = statistics.median(dtrain_steps), statistics.median(peer_steps)
-            print(f"{workload} at {size} px, batch {batch}, {args.threads} threads: step dtrain {d * 1000:.0f} ms, "
-                  f"PyTorch eager {p * 1000:.0f} ms, ratio (PyTorch / dtrain) {p / d:.2f}")
+            step_flops = 3 * forward_flops(workload, size, classes) * batch
+            print(f"{workload} at {size} px, batch {batch}, {args.precision}"
+                  f"{', channels_last' if args.channels_last else ''}, {where}: "
+                  f"dtrain {d * 1000:.1f} ms/step ({batch / d:,.0f} img/s, {step_flops / d / 1e12:.2f} TFLOP/s), "
+                  f"PyTorch eager {p * 1000:.1f} ms/step ({batch / p:,.0f} img/s, {step_flops / p / 1e12:.2f} TFLOP/s), "
+                  f"ratio (PyTorch / dtrain) {p / d:.2f}")
             results["cases"].append({"workload": workload, "image_size": size, "batch": batch,
-                                     "dtrain_step_s": dtrain_steps, "pytorch_step_s": peer_steps, "ratio": p / d})
+                                     "training_flops_per_step": step_flops, "dtrain_step_s": dtrain_steps,
+                                     "pytorch_step_s": peer_steps, "ratio": p / d})
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=2)

@@ -96,6 +96,12 @@ run_bench() {
     | tee "$results/allreduce_nccl_1rank.txt"
   "$mpirun_bin" -np 2 --oversubscribe "$build_dir/dtrain_allreduce_bench" --backend mpi --max-bytes 64M \
     --json "$results/allreduce_mpi_2ranks.json" 2>&1 | tee "$results/allreduce_mpi_2ranks.txt"
+  # The vision models' training step against PyTorch eager on this GPU: fp32, then bf16, channels_last.
+  for precision in fp32 bf16; do
+    "$python" bench/vision_step_bench.py --dtrain "$build_dir/dtrain" --device cuda --precision "$precision" \
+      --channels-last --reps 2 --out "$results/vision_step_cuda_$precision.json" 2>&1 \
+      | tee "$results/vision_step_cuda_$precision.txt"
+  done
   if [ "${data[0]}" = --data-dir ]; then
     "$python" bench/gpu_epoch_bench.py --dtrain "$build_dir/dtrain" --python "$python" --epochs 2 --reps 2 \
       --data-dir "${data[1]}" --out "$results/gpu_epoch.json" 2>&1 | tee "$results/gpu_epoch.txt"

@@ -141,8 +141,8 @@ at::Tensor BatchNormImpl::forward_synced(const at::Tensor& input) {
     at::Tensor local_var;
     at::Tensor local_mean;
     std::tie(local_var, local_mean) = at::var_mean(x, dims, /*unbiased=*/false, /*keepdim=*/false);
-    // One allreduce (in double) of each rank's count, sum and sum of squares, taken about the running mean:
-    // the same on every rank, and near the batch mean once training has started, which keeps
+    // One allreduce (in double) of each rank's count and its sums of d and d^2, d = x - running mean: the
+    // shift is the same on every rank and near the batch mean once training has started, which keeps
     // E[d^2] - E[d]^2 free of cancellation. Each rank's own moments come from var_mean (Welford).
     const double n = static_cast<double>(x.numel() / channels);
     const at::Tensor shift = running_mean.to(at::kDouble);

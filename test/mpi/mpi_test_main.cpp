@@ -1,10 +1,7 @@
 // Main of the multi-rank tests: MPI init, Catch2, MPI finalize. Run under mpirun with 2 and 3 ranks.
 // Rank 0 reports on stdout. Other ranks report into a file of their own, which goes to stderr, under a
 // "rank N" heading, only when that rank had a failure: a failure on any rank is seen, and fails the
-// process (and so the test).
-#define CATCH_CONFIG_RUNNER
-#include "test/support/catch.h"
-
+// process (and so the test). Catch2's implementation is in test/support/catch_session.cpp.
 #include <mpi.h>
 
 #include <cstdio>
@@ -16,6 +13,7 @@
 #include <unistd.h>
 
 #include "test/mpi/mpi_test_support.h"
+#include "test/support/catch_session.h"
 
 namespace dtrain::test {
 namespace {
@@ -29,17 +27,13 @@ int main(int argc, char** argv) {
   dtrain::test::g_session = &session;
   const int rank = session.rank();
 
-  Catch::Session catch_session;
-  if (const int status = catch_session.applyCommandLine(argc, argv); status != 0) return status;
   std::string report_path;
   if (!session.is_root()) {
     report_path = (std::filesystem::temp_directory_path() /
                    ("dtrain_mpi_tests.rank" + std::to_string(rank) + "." + std::to_string(::getpid()) + ".log"))
                       .string();
-    catch_session.configData().outputFilename = report_path;
-    catch_session.configData().useColour = Catch::UseColour::No;
   }
-  const int failed = catch_session.run();
+  const int failed = dtrain::test::run_catch_session(argc, argv, {report_path});
 
   if (!report_path.empty()) {
     if (failed != 0) {

@@ -1,3 +1,4 @@
-// Catch2 main for the unit tests (no MPI, no GPU).
-#define CATCH_CONFIG_MAIN
-#include "test/support/catch.h"
+// Main of the unit tests (no MPI, no GPU).
+#include "test/support/catch_session.h"
+
+int main(int argc, char** argv) { return dtrain::test::run_catch_session(argc, argv); }

@@ -1,0 +1,17 @@
+// Runs the Catch2 session of a test binary. Catch2's single header declares its Session only where its
+// implementation is compiled, which is test/support/catch_session.cpp, once for every test binary.
+#pragma once
+
+#include <string>
+
+namespace dtrain::test {
+
+struct CatchRunOptions {
+  std::string report_path;  // where the report goes instead of stdout (then without colour); empty: stdout
+};
+
+// Parses Catch's command line and runs the selected cases: the number of failed cases, or Catch's
+// non-zero status for a bad command line.
+int run_catch_session(int argc, char** argv, const CatchRunOptions& options = {});
+
+}  // namespace dtrain::test

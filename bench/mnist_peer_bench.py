@@ -44,7 +44,8 @@ def run_dtrain(args, np, env, work):
     log_dir = tempfile.mkdtemp(dir=work)
     mpirun(np, [args.dtrain, "--workload", "mnist", "--epochs", "1", "--max-steps", str(args.steps),
                 "--batch-size", str(args.batch_size), "--threads", str(args.threads), "--checkpoint=false",
-                "--log-dir", log_dir, "--progress-bar=false"] + (["--data-dir", args.data_dir] if args.data_dir else []),
+                "--log-dir", log_dir, "--progress-bar=false", "--eval-samples", str(args.eval_samples)] +
+           (["--data-dir", args.data_dir] if args.data_dir else []),
            env)
     events = [json.loads(line) for line in open(glob.glob(log_dir + "/*/events.jsonl")[0])]
     epoch = next(e for e in events if e["event"] == "epoch_end")
@@ -61,7 +62,7 @@ def run_dtrain_pair(args, env, work):
         log_dirs.append(log_dir)
         cmd = ["taskset", "-c", str(core % os.cpu_count()), args.dtrain, "--workload", "mnist", "--epochs", "1",
                "--max-steps", str(args.steps), "--batch-size", str(args.batch_size), "--threads", str(args.threads),
-               "--checkpoint=false", "--log-dir", log_dir, "--progress-bar=false"]
+               "--checkpoint=false", "--log-dir", log_dir, "--progress-bar=false", "--eval-samples", str(args.eval_samples)]
         cmd += ["--data-dir", args.data_dir] if args.data_dir else []
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     for proc in procs:
@@ -77,7 +78,8 @@ def run_dtrain_pair(args, env, work):
 
 def run_peer(args, np, env):
     out = mpirun(np, ["/usr/bin/python3", os.path.join(HERE, "peer", "mnist_ddp.py"), "--max-steps", str(args.steps),
-                      "--batch-size", str(args.batch_size), "--threads", str(args.threads)] +
+                      "--batch-size", str(args.batch_size), "--threads", str(args.threads),
+                      "--test-samples", str(args.eval_samples)] +
                  (["--data-dir", args.data_dir] if args.data_dir else []), env)
     result = json.loads(out.strip().splitlines()[-1])
     epoch = result["epochs"][0]
@@ -93,6 +95,8 @@ def main():
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--eval-samples", type=int, default=0,
+                        help="test samples both evaluate after the epoch (0 = all; the figures time training only)")
     parser.add_argument("--out", default=os.path.join(HERE, "results", "mnist_peer.json"))
     args = parser.parse_args()
     if not os.access(args.dtrain, os.X_OK):

@@ -84,6 +84,8 @@ def main():
     parser.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--test-batch-size", type=int, default=1000)
+    parser.add_argument("--test-samples", type=int, default=0,
+                        help="evaluate the first this many test samples, as dtrain's --eval-samples (0 = all)")
     parser.add_argument("--lr", type=float, default=1.0)
     parser.add_argument("--gamma", type=float, default=0.7)
     parser.add_argument("--epochs", type=int, default=1)
@@ -110,6 +112,8 @@ def main():
 
     train_set = IdxDataset(args.data_dir, "train")
     test_set = IdxDataset(args.data_dir, "t10k")
+    if args.test_samples:
+        test_set = Subset(test_set, range(min(args.test_samples, len(test_set))))
     sampler = DistributedSampler(train_set, num_replicas=world_size, rank=rank, shuffle=True, seed=args.seed)
     loader = DataLoader(train_set, batch_size=args.batch_size, sampler=sampler, num_workers=0)
     # Contiguous test shards, as dtrain evaluates: each rank scores its part, totals are summed.

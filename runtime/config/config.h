@@ -43,6 +43,7 @@ struct TrainOptions {
   double clip_grad_norm = 0.0;   // clip the averaged gradients to this global L2 norm; 0 = no clipping
   int64_t seed = 1;
   int64_t max_steps = 0;   // per rank and epoch; 0 = the whole epoch
+  int64_t eval_samples = 0;  // evaluate on the first this many test samples; 0 = the whole test set
   int64_t accumulate = 1;  // backward passes per optimizer step; only the last one communicates
   int64_t threads = 0;     // intra-op threads per rank; 0 = cores of the node / ranks on the node
   Precision precision = Precision::kFp32;  // bf16/fp16: autocast; fp16 adds a dynamic loss scale

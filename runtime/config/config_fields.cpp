@@ -306,6 +306,9 @@ std::vector<ConfigField> build_fields() {
                         [](TrainConfig& c) -> int64_t& { return c.train.seed; }, 0));
   f.push_back(int_field("train.max_steps", "max-steps", "stop each epoch after this many steps per rank (0 = no limit)",
                         [](TrainConfig& c) -> int64_t& { return c.train.max_steps; }, 0, kMaxCount));
+  f.push_back(int_field("train.eval_samples", "eval-samples",
+                        "evaluate on the first this many test samples, shared by the ranks (0 = the whole test set)",
+                        [](TrainConfig& c) -> int64_t& { return c.train.eval_samples; }, 0, kMaxCount));
   f.push_back(int_field("train.accumulate", "accumulate",
                         "backward passes per optimizer step (gradient accumulation; only the last communicates)",
                         [](TrainConfig& c) -> int64_t& { return c.train.accumulate; }, 1, 1024));

@@ -169,7 +169,7 @@ TrainResult Trainer::run(RunInfo info) {
       last.epoch = restored_->epoch;
       last.epochs = std::max(restored_->epoch, config_.train.epochs);
       last.test = test.reduce(comm_);
-      last.test_samples = data_.test->size();
+      last.test_samples = eval_samples();
     }
     last.checkpoint_path = restored_->path;
     logger_.finished_run(last);
@@ -212,7 +212,7 @@ TrainResult Trainer::run(RunInfo info) {
     }
     stats.train = reduced[0];
     stats.test = reduced[1];
-    stats.test_samples = data_.test->size();
+    stats.test_samples = eval_samples();
     stats.samples_per_s = stats.train_s > 0 ? static_cast<double>(stats.train_samples) / stats.train_s : 0.0;
     if (config_.checkpoint.enabled) {
       set_phase(Phase::kCheckpointing, epoch);
@@ -356,8 +356,14 @@ MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
   return epoch_sums;
 }
 
+int64_t Trainer::eval_samples() const {
+  const int64_t limit = config_.train.eval_samples;
+  return limit > 0 ? std::min(limit, data_.test->size()) : data_.test->size();
+}
+
 MetricSums Trainer::evaluate() {
-  const Range shard = eval_shard(data_.test->size(), comm_.rank(), comm_.world_size());
+  // The first eval_samples() of the test set, whatever the world size: the figures do not depend on it.
+  const Range shard = eval_shard(eval_samples(), comm_.rank(), comm_.world_size());
   sync_buffers();  // every rank evaluates rank 0's model, the one its checkpoint holds
   for (TrainedModule& m : state_.modules()) m.module->eval();
   at::NoGradGuard no_grad;

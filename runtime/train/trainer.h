@@ -65,6 +65,7 @@ class Trainer final {
  private:
   MetricSums train_epoch(int64_t epoch, EpochStats& stats);
   MetricSums evaluate();
+  int64_t eval_samples() const;  // test samples evaluated after each epoch (train.eval_samples)
   void set_learning_rate(double lr);
   // Image batches in NHWC order with train.channels_last; other inputs as they are.
   at::Tensor model_layout(const at::Tensor& inputs) const;

@@ -66,7 +66,7 @@ submit() {  # submit SCRIPT [sbatch options]: prints the job id
   local script=$1; shift
   DTRAIN="$dtrain" sbatch --parsable --nodes=1 --ntasks-per-node=2 --gres=none --time=10 \
     --output="$work/job-%j.out" "$@" "$script" \
-    --workload mnist --synthetic --epochs 2 --max-steps 3 --eval-batch-size 2000 --checkpoint=false \
+    --workload mnist --synthetic --epochs 2 --max-steps 3 --eval-samples 1000 --checkpoint=false \
     --log-dir "$work/logs" --progress-bar=false
 }
 failures=0

@@ -18,7 +18,7 @@ import tempfile
 
 CONFIG, DATA = 2, 3  # dtrain's exit statuses for configuration and data errors (docs/failures.md)
 CPU = ["--device", "cpu", "--backend", "mpi"]
-FAST = ["--synthetic", "--max-steps", "1", "--epochs", "1", "--progress-bar=false"]
+FAST = ["--synthetic", "--max-steps", "1", "--epochs", "1", "--eval-samples", "100", "--progress-bar=false"]
 FORBIDDEN = ["terminate called", "Segmentation fault", "Aborted", "stoll", "stoi", "bad conversion",
              "basic_string", "Exception raised from", "std::", "what():"]
 
@@ -78,6 +78,8 @@ def cases(root, checkpoint):
     add("--batch-size with spaces", ["--batch-size", " 64"], CONFIG, "got ' 64'")
     add("--seed negative", ["--seed", "-1"], CONFIG, "--seed (train.seed) must be an integer >= 0, got '-1'")
     add("--max-steps negative", ["--max-steps", "-3"], CONFIG, "--max-steps (train.max_steps) must be an integer")
+    add("--eval-samples negative", ["--eval-samples", "-1"], CONFIG,
+        "--eval-samples (train.eval_samples) must be an integer in [0, 1073741824], got '-1'")
     add("--accumulate zero", ["--accumulate", "0"], CONFIG, "must be an integer in [1, 1024], got '0'")
     add("--accumulate too many", ["--accumulate", "1025"], CONFIG, "must be an integer in [1, 1024], got '1025'")
     add("--threads negative", ["--threads", "-1"], CONFIG, "--threads (train.threads) must be an integer in [0, 1024]")
@@ -271,7 +273,7 @@ def main():
         workdir = os.path.join(root, "cwd")
         os.makedirs(workdir)
         # One real checkpoint to derive the broken ones from.
-        made = subprocess.run([dtrain] + CPU + FAST + ["--optimizer", "sgd", "--eval-batch-size", "5000",
+        made = subprocess.run([dtrain] + CPU + FAST + ["--optimizer", "sgd",
                                                        "--checkpoint-dir", os.path.join(root, "made"), "--log-dir",
                                                        os.path.join(root, "made-logs")],
                               capture_output=True, text=True, timeout=300)

@@ -44,6 +44,7 @@ class TinyWorkload final : public ClassifierWorkload {
     auto test = std::make_shared<TensorDataset>(make_synthetic_dataset({{8}, 4, options_.test_samples, 1.0}, seed, seed + 2));
     for (int64_t i : options_.nan_train_samples) train->inputs[i].fill_(std::nan(""));
     if (options_.nan_test_inputs) test->inputs.fill_(std::nan(""));
+    if (options_.nan_test_from >= 0) test->inputs.narrow(0, options_.nan_test_from, options_.test_samples - options_.nan_test_from).fill_(std::nan(""));
     data.train = std::move(train);
     data.test = std::move(test);
     data.description = "tiny synthetic";

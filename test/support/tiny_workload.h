@@ -16,6 +16,7 @@ struct TinyOptions {
   int64_t hidden = 16;   // width of the hidden layer (another width: a model a checkpoint does not fit)
   std::vector<int64_t> nan_train_samples;  // training samples whose inputs are NaN
   bool nan_test_inputs = false;            // every test input NaN
+  int64_t nan_test_from = -1;              // >= 0: test inputs from this index on are NaN
 };
 
 std::unique_ptr<ClassifierWorkload> make_tiny_workload(TinyOptions options = {});

@@ -151,3 +151,27 @@ TEST_CASE("unusable checkpoints are clear errors", "[checkpoint]") {
     CHECK_THROWS_WITH(test::train_alone(config, other), Contains("is for workload 'tiny', this run trains 'other'"));
   }
 }
+
+TEST_CASE("train.eval_samples evaluates exactly the first samples of the test set", "[train]") {
+  test::TempDir dir;
+  TrainConfig config = test::tiny_config(dir.path());
+  config.train.epochs = 1;
+  config.checkpoint.enabled = false;
+  test::TinyOptions options;
+  options.nan_test_from = 20;  // evaluating any sample from index 20 on gives a NaN loss, which stops the run
+  auto workload = test::make_tiny_workload(options);
+
+  config.train.eval_samples = 20;
+  const test::TrainRun run = test::train_alone(config, *workload);
+  REQUIRE(run.result.epochs.size() == 1);
+  CHECK(run.result.epochs[0].test_samples == 20);
+  CHECK(std::isfinite(run.result.epochs[0].test.at("loss")));
+
+  config.train.eval_samples = 21;
+  CHECK_THAT(test::training_error<NonFiniteError>(config, *workload), Contains("evaluation after the epoch gave a NaN"));
+
+  config.train.eval_samples = 1000;  // more than the test set has: all of it
+  options.nan_test_from = -1;
+  const test::TrainRun all = test::train_alone(config, *test::make_tiny_workload(options));
+  CHECK(all.result.epochs[0].test_samples == 64);
+}

@@ -7,11 +7,26 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
+cuda_toolkit=""
+if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || [ -n "${CUDAToolkit_ROOT:-}" ]; then
+  cuda_toolkit=yes
+  # PyPI's CUDA LibTorch (about 3 GB to download) comes in while the CPU build compiles.
+  torch_log=$(mktemp)
+  bash scripts/install_cuda_torch.sh >"$torch_log" 2>&1 &
+  torch_install=$!
+  trap 'kill "$torch_install" 2>/dev/null || true' EXIT  # a failed CPU run stops it too
+fi
 bash scripts/build.sh
 . scripts/mpi_env.sh
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure --timeout 900 "$@"
 
-if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || [ -n "${CUDAToolkit_ROOT:-}" ]; then
+if [ -n "$cuda_toolkit" ]; then
+  if ! wait "$torch_install"; then
+    cat "$torch_log" >&2
+    echo "test: installing PyPI's CUDA LibTorch failed (scripts/install_cuda_torch.sh)" >&2
+    exit 1
+  fi
+  rm -f "$torch_log"
   BUILD_DIR=${CUDA_BUILD_DIR:-build-cuda} bash scripts/build_cuda.sh
   # The peer benchmark compares against Debian's PyTorch, and the deploy tests do not use this build's
   # binaries beyond what the CPU build's run already covered. The long end-to-end suites (every bad

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Downloads a dataset from its official source into ${DATA_DIR:-data}/, checks it and unpacks it where
-# the workloads look by default (data/cifar-10-batches-bin, data/tiny-imagenet-200). Needs internet
-# access, curl, and unzip for tiny-imagenet-200. Re-running skips what is already there.
+# the workloads look by default (data/cifar-10-batches-bin, data/tiny-imagenet-200, data/cora). Needs
+# internet access, curl, and unzip for tiny-imagenet-200. Re-running skips what is already there.
 #
-#   bash scripts/fetch_data.sh cifar10|tiny-imagenet-200
+#   bash scripts/fetch_data.sh cifar10|tiny-imagenet-200|cora|citeseer
 #
 # The checksums are the ones the sources publish (MD5) and, where pinned, the archive's SHA-256; a
-# mismatch deletes the download and fails.
+# mismatch deletes the download and fails. LINQS publishes no checksum for its citation graphs: those
+# are checked against their published sizes (papers, citations, words per paper) instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data_dir=${DATA_DIR:-data}
@@ -48,8 +49,35 @@ case "$name" in
     unzip -q "$data_dir/tiny-imagenet-200.zip" -d "$data_dir"
     echo "fetch_data: tiny-imagenet-200 in $data_dir/tiny-imagenet-200 (resnet18, resnet50 and alexnet find it from here)"
     ;;
+  cora|citeseer)
+    # LINQS's archives: NAME/NAME.content and NAME/NAME.cites, the format the gcn workload reads.
+    case "$name" in
+      cora) papers=2708 citations=5429 words=1433 ;;
+      citeseer) papers=3312 citations=4732 words=3703 ;;
+    esac
+    dir="$data_dir/$name"
+    if [ -f "$dir/$name.content" ]; then echo "fetch_data: $dir is there"; exit 0; fi
+    archive="$data_dir/$name.tgz"
+    if [ ! -f "$archive" ]; then
+      echo "fetch_data: downloading https://linqs-data.soe.ucsc.edu/public/lbc/$name.tgz"
+      curl -fL --retry 3 -o "$archive.part" "https://linqs-data.soe.ucsc.edu/public/lbc/$name.tgz"
+      mv "$archive.part" "$archive"
+    fi
+    tar -xzf "$archive" -C "$data_dir"
+    got_papers=$(grep -c . "$dir/$name.content" || true)
+    got_citations=$(grep -c . "$dir/$name.cites" || true)
+    got_words=$(head -n 1 "$dir/$name.content" | awk '{print NF - 2}')
+    if [ "$got_papers" != "$papers" ] || [ "$got_citations" != "$citations" ] || [ "$got_words" != "$words" ]; then
+      rm -rf "$dir" "$archive"
+      echo "fetch_data: $archive holds $got_papers papers, $got_citations citations, $got_words words per paper;" \
+           "LINQS publishes $papers, $citations and $words. Deleted it, run again" >&2
+      exit 1
+    fi
+    echo "fetch_data: $dir checked ($papers papers, $citations citations, $words words; archive sha256 $(sha256sum "$archive" | cut -d' ' -f1))"
+    echo "fetch_data: dtrain --workload gcn --data-dir $dir"
+    ;;
   *)
-    echo "usage: fetch_data.sh cifar10|tiny-imagenet-200   (into \${DATA_DIR:-data}/)" >&2
+    echo "usage: fetch_data.sh cifar10|tiny-imagenet-200|cora|citeseer   (into \${DATA_DIR:-data}/)" >&2
     exit 2
     ;;
 esac

@@ -1,6 +1,7 @@
 #include "workloads/registry.h"
 
 #include "runtime/util/error.h"
+#include "workloads/gcn/gcn_workload.h"
 #include "workloads/mnist/mnist_workload.h"
 #include "workloads/vision/vision_workloads.h"
 
@@ -43,6 +44,8 @@ void register_builtin_workloads(WorkloadRegistry& registry) {
   registry.add("alexnet", "torchvision AlexNet on tiny-imagenet-200 (any image size >= 63)", make_alexnet_workload);
   registry.add("image-classifier", "torchvision ResNet-18 on a folder of JPEG/PNG images, one folder per class",
                make_image_classifier_workload);
+  registry.add("gcn", "Kipf & Welling's two-layer GCN on a citation graph (Cora by default), Planetoid split",
+               [] { return make_gcn_workload(); });
 }
 
 }  // namespace dtrain

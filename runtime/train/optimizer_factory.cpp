@@ -16,15 +16,21 @@ namespace {
 
 constexpr double kPi = 3.14159265358979323846;
 
-// One group of all parameters with `decayed`'s options, or with no_decay_norm_bias two: the >= 2-d
-// parameters with them and the 1-d ones with the same options but no weight decay.
+// One group of all parameters with `decayed`'s options, or two: the decayed parameters with them and
+// the exempt ones (named in `exempt`, or 1-d with no_decay_norm_bias) with the same options but no weight
+// decay.
 template <class Options>
 std::vector<torch::optim::OptimizerParamGroup> param_groups(const TrainOptions& options, const torch::nn::Module& module,
-                                                            const Options& decayed) {
+                                                            const std::vector<std::string>& exempt, const Options& decayed) {
   std::vector<at::Tensor> decay;
   std::vector<at::Tensor> no_decay;
-  for (const at::Tensor& p : module.parameters()) {
-    (options.no_decay_norm_bias && p.dim() <= 1 ? no_decay : decay).push_back(p);
+  const auto named = module.named_parameters();
+  for (const std::string& name : exempt) {
+    if (named.find(name) == nullptr) throw Error("no_weight_decay names '" + name + "', which is not a parameter of the module");
+  }
+  for (const auto& item : named) {
+    const bool exempted = std::find(exempt.begin(), exempt.end(), item.key()) != exempt.end();
+    (exempted || (options.no_decay_norm_bias && item.value().dim() <= 1) ? no_decay : decay).push_back(item.value());
   }
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(decay, std::make_unique<Options>(decayed));
@@ -38,27 +44,28 @@ std::vector<torch::optim::OptimizerParamGroup> param_groups(const TrainOptions& 
 
 }  // namespace
 
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainOptions& o, const torch::nn::Module& module) {
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainOptions& o, const torch::nn::Module& module,
+                                                        const std::vector<std::string>& no_weight_decay) {
   switch (o.optimizer) {
     case OptimizerKind::kAdadelta: {
       AdadeltaOptions options(o.lr);
       options.weight_decay(o.weight_decay);
-      return std::make_unique<Adadelta>(param_groups(o, module, options), options);
+      return std::make_unique<Adadelta>(param_groups(o, module, no_weight_decay, options), options);
     }
     case OptimizerKind::kSgd: {
       torch::optim::SGDOptions options(o.lr);
       options.momentum(o.momentum).nesterov(o.nesterov).weight_decay(o.weight_decay);
-      return std::make_unique<torch::optim::SGD>(param_groups(o, module, options), options);
+      return std::make_unique<torch::optim::SGD>(param_groups(o, module, no_weight_decay, options), options);
     }
     case OptimizerKind::kAdam: {
       torch::optim::AdamOptions options(o.lr);
       options.betas({o.adam_beta1, o.adam_beta2}).eps(o.adam_eps).weight_decay(o.weight_decay);
-      return std::make_unique<torch::optim::Adam>(param_groups(o, module, options), options);
+      return std::make_unique<torch::optim::Adam>(param_groups(o, module, no_weight_decay, options), options);
     }
     case OptimizerKind::kAdamW: {
       torch::optim::AdamWOptions options(o.lr);
       options.betas({o.adam_beta1, o.adam_beta2}).eps(o.adam_eps).weight_decay(o.weight_decay);
-      return std::make_unique<torch::optim::AdamW>(param_groups(o, module, options), options);
+      return std::make_unique<torch::optim::AdamW>(param_groups(o, module, no_weight_decay, options), options);
     }
   }
   throw ConfigError(std::string("train.optimizer: unsupported optimizer '") + to_string(o.optimizer) + "'");

@@ -13,9 +13,11 @@
 
 namespace dtrain {
 
-// The optimizer of `module`'s parameters. With train.no_decay_norm_bias the 1-d parameters (biases and
-// normalisation weights) form a second group without weight decay.
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainOptions& options, const torch::nn::Module& module);
+// The optimizer of `module`'s parameters. The parameters named in `no_weight_decay`, and with
+// train.no_decay_norm_bias the 1-d ones (biases and normalisation weights), form a second group without
+// weight decay. Throws Error for a name the module has no parameter of.
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainOptions& options, const torch::nn::Module& module,
+                                                        const std::vector<std::string>& no_weight_decay = {});
 
 // The learning rate of the optimizer step that starts at micro-batch `step` (0-based) of `epoch`
 // (1-based), an epoch having `steps` micro-batches:

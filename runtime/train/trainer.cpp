@@ -87,7 +87,7 @@ Trainer::Trainer(const TrainConfig& config, const Workload& workload, Communicat
         if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
       }
     }
-    auto optimizer = make_optimizer(config_.train, *named.module);
+    auto optimizer = make_optimizer(config_.train, *named.module, named.no_weight_decay);
     state_.add(named.name, std::move(named.module), std::move(optimizer));
   }
   DTRAIN_CHECK(!state_.modules().empty(), Error, "workload '" << workload_.name() << "' made no modules to train");

@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -29,12 +30,18 @@ struct WorkloadData {
   std::shared_ptr<Dataset> test;
   int64_t num_classes = 0;  // classifiers: what the model's last layer is sized for
   std::string description;  // where the data came from, for the run log
+  // Tensors the modules are built with besides the batches, by name (the gcn workload's graph: node
+  // features and normalised adjacency). Not batched, not checkpointed; the modules move them with them.
+  std::map<std::string, at::Tensor> extras;
 };
 
 // A module to train, under the name the step and the checkpoints know it by.
 struct NamedModule {
   std::string name;
   std::shared_ptr<torch::nn::Module> module;
+  // Parameters (names as in named_parameters()) the optimizer applies no weight decay to, whatever
+  // train.weight_decay says: the recipe's own exemptions (the GCN decays its first layer only).
+  std::vector<std::string> no_weight_decay = {};
 };
 
 class Workload {

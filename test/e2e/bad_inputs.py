@@ -103,7 +103,7 @@ def cases(root, checkpoint):
     for flag in ["synthetic", "resume", "progress-bar", "checkpoint"]:
         add(f"--{flag}=maybe", [f"--{flag}=maybe"], CONFIG, "must be true or false, got 'maybe'")
     add("--workload empty", ["--workload="], CONFIG, "--workload (workload) must be a non-empty string, got ''")
-    add("--workload unknown", ["--workload", "mnsit"], CONFIG, "unknown workload 'mnsit'; available: alexnet, cifar10, image-classifier, mnist, resnet18, resnet50")
+    add("--workload unknown", ["--workload", "mnsit"], CONFIG, "unknown workload 'mnsit'; available: alexnet, cifar10, gcn, image-classifier, mnist, resnet18, resnet50")
     add("--log-dir empty", ["--log-dir="], CONFIG, "--log-dir (log.dir) must be a non-empty string")
     add("--checkpoint-dir empty", ["--checkpoint-dir="], CONFIG, "--checkpoint-dir (checkpoint.dir) must be a non-empty string")
     add("unknown flag", ["--bach-size", "3"], CONFIG, "bach-size")
@@ -194,6 +194,29 @@ def cases(root, checkpoint):
     add("data: truncated gzip", ["--data-dir", cut_dir, "--max-steps", "1"], DATA, "truncated")
     add("data: not IDX, on 2 ranks", ["--data-dir", os.path.join(root, "data/not IDX")], DATA,
         "is not an IDX file", ranks=2)
+
+    # --- citation graphs (the gcn workload reads LINQS .content and .cites files) ------------------
+    def graph(name, content, cites, message):
+        path = os.path.join(root, "graphs", name)
+        write(path, "g.content", content)
+        write(path, "g.cites", cites)
+        add(f"graph: {name}", ["--workload", "gcn", "--data-dir", path, "--epochs", "1", "--checkpoint=false"], DATA,
+            message.replace("DIR", path))
+
+    papers = "".join(f"p{i}\t{i % 2}\t{(i + 1) % 2}\t{'AI' if i % 2 else 'ML'}\n" for i in range(6))
+    graph("dangling citation", papers, "p0\tp1\np1\tp77\n", "DIR/g.cites line 2: paper 'p77' is not in DIR/g.content")
+    graph("label missing", papers + "p9\t1\t0\n", "p0\tp1\n",
+          "DIR/g.content line 7: paper 'p9' has 1 features, expected 2 (as on line 1); its last field, '0', is read as its class label")
+    graph("row too wide", papers.replace("p3\t1\t0", "p3\t1\t0\t1"), "p0\tp1\n",
+          "DIR/g.content line 4: paper 'p3' has 3 features, expected 2")
+    graph("too few nodes for the split", papers, "p0\tp1\n", "has 3 nodes, fewer than the 20 labelled training nodes per class")
+    add("graph: no such folder", ["--workload", "gcn", "--data-dir", f"{root}/no-graph"], DATA,
+        f"the citation graph directory '{root}/no-graph' does not exist")
+    os.makedirs(os.path.join(root, "images", "cat"), exist_ok=True)
+    os.makedirs(os.path.join(root, "images", "dog"), exist_ok=True)
+    add("image folder without images", ["--workload", "image-classifier", "--data-dir", os.path.join(root, "images"),
+                                         "--epochs", "1", "--checkpoint=false"], DATA,
+        f"class folder '{os.path.join(root, 'images', 'cat')}' of the train split holds no .jpg, .jpeg or .png files")
 
     # --- checkpoint files (`checkpoint` is a real one, of an sgd run) -------------------------------
     def ckpt(name, files, message, extra=(), status=DATA, ranks=1):

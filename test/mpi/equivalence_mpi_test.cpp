@@ -24,6 +24,7 @@
 #include "test/support/train_run.h"
 #include "workloads/mnist/mnist_net.h"
 #include "workloads/mnist/mnist_workload.h"
+#include "workloads/gcn/gcn_workload.h"
 #include "workloads/vision/alexnet.h"
 #include "workloads/vision/resnet.h"
 #include "workloads/vision/vision_workloads.h"
@@ -247,3 +248,20 @@ TEST_CASE("equivalence, AlexNet (dropout off) under the alexnet recipe", "[train
 }
 
 
+
+TEST_CASE("equivalence, gcn: W ranks' shards of the labelled nodes train the model one rank trains",
+          "[train][equivalence][gcn][mpi]") {
+  // The real workload and recipe (Adam, weight decay on the first layer), dropout off, on a generated
+  // graph whose 60 labelled nodes divide evenly among 1, 2 and 3 ranks: one full-graph step per epoch.
+  auto comm = test::make_mpi_comm();
+  GcnOptions options;
+  options.dropout = 0.0;
+  options.synthetic = GraphSpec{600, 100, 3};
+  options.val_nodes = 100;
+  options.test_nodes = 200;
+  const int64_t labelled = 3 * options.train_per_class;
+  REQUIRE(labelled % comm->world_size() == 0);
+  const Gap gap = equivalence_gap(*make_gcn_workload(options), *comm, labelled / comm->world_size(), 5,
+                                  [](TrainConfig& c) { c.data.synthetic = true; });
+  CHECK(gap.params < 1e-4);
+}

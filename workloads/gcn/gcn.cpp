@@ -1,0 +1,62 @@
+#include "workloads/gcn/gcn.h"
+
+#include <ATen/ATen.h>
+#include <torch/nn/init.h>
+
+#include <utility>
+
+namespace dtrain {
+
+GraphConvImpl::GraphConvImpl(int64_t in_features, int64_t out_features) {
+  weight = register_parameter("weight", at::empty({in_features, out_features}));
+  bias = register_parameter("bias", at::zeros({out_features}));
+  torch::nn::init::xavier_uniform_(weight);
+}
+
+at::Tensor GraphConvImpl::forward(const at::Tensor& adjacency, const at::Tensor& x) {
+  return at::mm(adjacency, at::mm(x, weight)) + bias;
+}
+
+Gcn::Gcn(at::Tensor features, at::Tensor adjacency, int64_t hidden, int64_t num_classes, double dropout)
+    : feature_sizes_(features.sizes().vec()),
+      adjacency_(std::move(adjacency)),
+      conv1_(register_module("conv1", GraphConv(features.size(1), hidden))),
+      conv2_(register_module("conv2", GraphConv(hidden, num_classes))),
+      dropout_(dropout) {
+  const at::Tensor sparse = (features.is_sparse() ? features : features.to_sparse()).coalesce();
+  feature_indices_ = sparse.indices();
+  feature_values_ = sparse.values();
+}
+
+at::Tensor Gcn::forward(const at::Tensor& nodes) {
+  // The indices stay coalesced whatever dropout does to the values: no re-sorting per step.
+  const at::Tensor x = at::_sparse_coo_tensor_unsafe(feature_indices_, at::dropout(feature_values_, dropout_, is_training()),
+                                                     feature_sizes_)
+                           ._coalesced_(true);
+  at::Tensor h = at::relu(conv1_->forward(adjacency_, x));
+  h = at::dropout(h, dropout_, is_training());
+  h = conv2_->forward(adjacency_, h);
+  return at::log_softmax(h.index_select(0, nodes), 1);
+}
+
+void Gcn::to(torch::Device device, torch::Dtype dtype, bool non_blocking) {
+  Model::to(device, dtype, non_blocking);
+  feature_indices_ = feature_indices_.to(device, non_blocking);
+  feature_values_ = feature_values_.to(device, dtype, non_blocking);
+  adjacency_ = adjacency_.to(device, dtype, non_blocking);
+}
+
+void Gcn::to(torch::Dtype dtype, bool non_blocking) {
+  Model::to(dtype, non_blocking);
+  feature_values_ = feature_values_.to(dtype, non_blocking);
+  adjacency_ = adjacency_.to(dtype, non_blocking);
+}
+
+void Gcn::to(torch::Device device, bool non_blocking) {
+  Model::to(device, non_blocking);
+  feature_indices_ = feature_indices_.to(device, non_blocking);
+  feature_values_ = feature_values_.to(device, non_blocking);
+  adjacency_ = adjacency_.to(device, non_blocking);
+}
+
+}  // namespace dtrain

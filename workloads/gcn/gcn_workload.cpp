@@ -1,0 +1,122 @@
+#include "workloads/gcn/gcn_workload.h"
+
+#include <ATen/ATen.h>
+
+#include <filesystem>
+#include <string>
+#include <utility>
+
+#include "runtime/data/citation_graph.h"
+#include "runtime/util/check.h"
+#include "runtime/util/error.h"
+#include "workloads/gcn/gcn.h"
+
+namespace dtrain {
+namespace {
+
+// Where scripts/fetch_data.sh cora puts the graph when data.dir is not set.
+constexpr const char* kCoraDir = "data/cora";
+
+// A split's nodes as a dataset: the inputs of a batch are node indices, its targets their classes.
+std::shared_ptr<TensorDataset> node_dataset(const at::Tensor& nodes, const at::Tensor& labels) {
+  auto dataset = std::make_shared<TensorDataset>();
+  dataset->inputs = nodes;
+  dataset->targets = labels.index_select(0, nodes);
+  return dataset;
+}
+
+class GcnWorkload final : public ClassifierWorkload {
+ public:
+  explicit GcnWorkload(GcnOptions options) : options_(std::move(options)) {}
+
+  std::string name() const override { return "gcn"; }
+
+  std::string data_format() const override {
+    return std::string("a citation graph in the LINQS format, NAME.content (id, binary features, label) and "
+                       "NAME.cites (cited id, citing id) in --data-dir; default ") +
+           kCoraDir + " (Cora: 2708 papers, 1433 words, 7 classes); Planetoid split: 20 labelled nodes per class, 500 "
+           "validation, 1000 test, drawn from --seed";
+  }
+
+  // Kipf & Welling: Adam at 0.01, weight decay 5e-4 on the first layer, 200 epochs, the whole graph in
+  // every step (the batch covers every rank's share of the training nodes).
+  void apply_defaults(TrainConfig& config) const override {
+    TrainOptions& t = config.train;
+    t.epochs = 200;
+    t.batch_size = 140;  // Cora's 7 x 20 labelled nodes: one full-graph step per epoch at any world size
+    t.eval_batch_size = options_.test_nodes;
+    t.optimizer = OptimizerKind::kAdam;
+    t.lr = 0.01;
+    t.weight_decay = 5e-4;
+    config.log.interval = 0;  // one step per epoch: the epoch line says it all
+  }
+
+  std::vector<NamedModule> make_modules(const WorkloadData& data) const override {
+    NamedModule model{"model", make_model(data)};
+    model.no_weight_decay = {"conv2.weight", "conv2.bias", "conv1.bias"};
+    return {model};
+  }
+
+  std::shared_ptr<Model> make_model(const WorkloadData& data) const override {
+    const auto features = data.extras.find("features");
+    const auto adjacency = data.extras.find("adjacency");
+    DTRAIN_CHECK(features != data.extras.end() && adjacency != data.extras.end(), Error,
+                 "the gcn workload's data has no graph (features and adjacency)");
+    return std::make_shared<Gcn>(features->second, adjacency->second, options_.hidden, data.num_classes,
+                                 options_.dropout);
+  }
+
+  Outputs outputs() const override { return Outputs::kLogProbabilities; }
+
+  WorkloadData load_data(const DataOptions& options, uint64_t seed) const override {
+    CitationGraph graph;
+    std::string description;
+    if (options.synthetic) {
+      graph = make_community_graph(options_.synthetic, seed);
+      description = "a generated citation graph with " + std::to_string(options_.synthetic.classes) +
+                    " communities (seed " + std::to_string(seed) + ")";
+    } else {
+      std::string dir = options.dir;
+      if (dir.empty()) {
+        std::error_code ec;
+        if (!std::filesystem::exists(kCoraDir, ec)) {
+          throw DataError(std::string("no data for the gcn workload: data.dir is not set and '") + kCoraDir +
+                          "' does not exist. Run scripts/fetch_data.sh cora (it downloads to data/), pass --data-dir DIR "
+                          "with NAME.content and NAME.cites, or use --synthetic.");
+        }
+        dir = kCoraDir;
+      }
+      const CitationFiles files = find_citation_files(dir);
+      // CiteSeer's published cites file names papers its content file lacks; everyone drops those.
+      const std::string stem = std::filesystem::path(files.content).stem().string();
+      graph = read_citation_graph(files, /*drop_dangling=*/stem == "citeseer");
+      description = "citation graph " + files.content + " and .cites";
+      if (graph.dropped_edges > 0) {
+        description += " (" + std::to_string(graph.dropped_edges) + " citations of absent papers left out)";
+      }
+    }
+    const NodeSplit split = planetoid_split(graph.labels, graph.num_classes(), options_.train_per_class,
+                                            options_.val_nodes, options_.test_nodes, seed);
+    WorkloadData data;
+    data.num_classes = graph.num_classes();
+    data.train = node_dataset(split.train, graph.labels);
+    data.test = node_dataset(split.test, graph.labels);
+    data.extras["features"] = row_normalized(graph.features);
+    data.extras["adjacency"] = normalized_adjacency(graph.edges, graph.num_nodes());
+    data.description = description + ": " + std::to_string(graph.num_nodes()) + " nodes, " +
+                       std::to_string(graph.edges.size(1)) + " citations, " + std::to_string(graph.features.size(1)) +
+                       " features, " + std::to_string(graph.num_classes()) + " classes; " +
+                       std::to_string(split.train.size(0)) + " training, " + std::to_string(split.val.size(0)) +
+                       " validation (held out), " + std::to_string(split.test.size(0)) + " test nodes";
+    return data;
+  }
+
+ private:
+  GcnOptions options_;
+};
+
+}  // namespace
+
+std::unique_ptr<Workload> make_gcn_workload(GcnOptions options) { return std::make_unique<GcnWorkload>(std::move(options)); }
+
+}  // namespace dtrain

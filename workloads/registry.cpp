@@ -1,6 +1,7 @@
 #include "workloads/registry.h"
 
 #include "runtime/util/error.h"
+#include "workloads/biggan/biggan_workload.h"
 #include "workloads/gcn/gcn_workload.h"
 #include "workloads/mnist/mnist_workload.h"
 #include "workloads/vision/vision_workloads.h"
@@ -46,6 +47,8 @@ void register_builtin_workloads(WorkloadRegistry& registry) {
                make_image_classifier_workload);
   registry.add("gcn", "Kipf & Welling's two-layer GCN on a citation graph (Cora by default), Planetoid split",
                [] { return make_gcn_workload(); });
+  registry.add("biggan", "BigGAN (residual G and D, spectral norm, conditional BatchNorm, hinge loss) on CIFAR-10",
+               [] { return make_biggan_workload(); });
 }
 
 }  // namespace dtrain

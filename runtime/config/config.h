@@ -49,6 +49,12 @@ struct TrainOptions {
   Precision precision = Precision::kFp32;  // bf16/fp16: autocast; fp16 adds a dynamic loss scale
   bool channels_last = false;  // 4-d activations and weights in NHWC memory order (faster convolutions on GPUs)
   bool sync_batchnorm = false;  // BatchNorm batch statistics over the global batch (all ranks) in training
+  // GANs (biggan): discriminator steps per generator step, and the moving average of the generator's
+  // weights: ema = decay x ema + (1 - decay) x generator after each generator step, a plain copy for the
+  // first ema_start of them; decay 0 keeps no average.
+  int64_t d_steps = 1;
+  double ema_decay = 0.0;
+  int64_t ema_start = 0;
   NonFinitePolicy on_nonfinite = NonFinitePolicy::kStop;  // see docs/failures.md
 };
 
@@ -77,6 +83,7 @@ struct LogOptions {
   LogFormat format = LogFormat::kKatib;
   int64_t interval = 10;  // steps between progress lines; 0 = none
   bool progress_bar = true;  // only drawn when stderr is a terminal
+  int64_t sample_every = 0;  // generative workloads: epochs between sample images in the run directory; 0 = none
 };
 
 struct CheckpointOptions {

@@ -325,6 +325,15 @@ std::vector<ConfigField> build_fields() {
                          "BatchNorm statistics over all ranks' samples in training (SyncBatchNorm), for small "
                          "per-rank batches",
                          [](TrainConfig& c) -> bool& { return c.train.sync_batchnorm; }));
+  f.push_back(int_field("train.d_steps", "d-steps", "GANs: discriminator steps per generator step",
+                        [](TrainConfig& c) -> int64_t& { return c.train.d_steps; }, 1, 1024));
+  f.push_back(float_field("train.ema_decay", "ema-decay",
+                          "GANs: decay of the moving average of the generator's weights, which evaluation and "
+                          "samples use (0 = no average)",
+                          [](TrainConfig& c) -> double& { return c.train.ema_decay; }, 0.0, true, 0.999999));
+  f.push_back(int_field("train.ema_start", "ema-start",
+                        "GANs: generator steps during which the average copies the generator before it decays",
+                        [](TrainConfig& c) -> int64_t& { return c.train.ema_start; }, 0, kMaxCount));
   f.push_back(enum_field<NonFinitePolicy>(
       "train.on_nonfinite", "on-nonfinite",
       "on a NaN/inf loss or gradient: stop the run (exit 4), or skip that optimizer step on every rank",
@@ -372,6 +381,10 @@ std::vector<ConfigField> build_fields() {
                         [](TrainConfig& c) -> int64_t& { return c.log.interval; }, 0, kMaxCount));
   f.push_back(bool_field("log.progress_bar", "progress-bar", "draw a progress bar when stderr is a terminal",
                          [](TrainConfig& c) -> bool& { return c.log.progress_bar; }));
+  f.push_back(int_field("log.sample_every", "sample-every",
+                        "generative workloads (biggan): write a PNG grid of samples to the run directory every N "
+                        "epochs and after the last (0 = none)",
+                        [](TrainConfig& c) -> int64_t& { return c.log.sample_every; }, 0, kMaxCount));
 
   f.push_back(string_field("checkpoint.dir", "checkpoint-dir", "directory for per-epoch checkpoints",
                            [](TrainConfig& c) -> std::string& { return c.checkpoint.dir; }, false));

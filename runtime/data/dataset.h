@@ -18,6 +18,9 @@ struct Batch {
   at::Tensor inputs;
   at::Tensor targets;  // int64 class indices (or whatever the workload's step expects)
   int64_t size = 0;    // samples
+  // The dataset indices of the samples, on the host: draws that belong to a sample rather than to a rank
+  // (a GAN's latent vectors) are made from them, so any split of a batch over ranks draws the same.
+  std::vector<int64_t> indices;
 };
 
 // The batches of one pass, in order.

@@ -106,6 +106,7 @@ class ImageBatchStream final : public BatchStream {
   bool next(Batch& batch) override {
     if (consumed_ >= batches_) return false;
     Slot slot;
+    const int64_t b = consumed_;  // only this thread changes it
     {
       std::unique_lock<std::mutex> lock(mutex_);
       changed_.wait(lock, [&] { return ready_.count(consumed_) > 0; });
@@ -119,6 +120,8 @@ class ImageBatchStream final : public BatchStream {
     batch.inputs = to_device ? slot.inputs.to(device_, /*non_blocking=*/true) : slot.inputs;
     batch.targets = to_device ? slot.targets.to(device_, /*non_blocking=*/true) : slot.targets;
     batch.size = slot.inputs.size(0);
+    const auto first = indices_.begin() + b * batch_size_;
+    batch.indices.assign(first, first + batch.size);
     return true;
   }
 

@@ -200,6 +200,17 @@ void RunLogger::run_end(const RunSummary& summary) {
   events_->sync();
 }
 
+void RunLogger::samples_written(int64_t epoch, const std::vector<std::string>& paths) {
+  if (!is_root_ || paths.empty()) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  clear_bar();
+  std::string listed;
+  for (const std::string& path : paths) listed += (listed.empty() ? "" : ", ") + path;
+  out_ << "samples of epoch " << epoch << ": " << listed << "\n";
+  flush_console();
+  write_event(event("samples").add("epoch", epoch).add("paths", paths).str());
+}
+
 void RunLogger::warning(const std::string& message) {
   if (!is_root_) return;
   std::lock_guard<std::mutex> lock(mutex_);

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "runtime/config/config.h"
 #include "runtime/log/run_events.h"
@@ -35,6 +36,12 @@ class RunLogger final {
   // epoch end is (with the Katib line) but logged as `finished_run` since this run trained nothing.
   void finished_run(const EpochStats& last);
   void run_end(const RunSummary& summary);
+  // Files a step wrote for `epoch` (a GAN's sample grid): a `samples` record with their paths and a
+  // console line.
+  void samples_written(int64_t epoch, const std::vector<std::string>& paths);
+
+  // Rank 0: the run directory (the run log, the config, samples); "" on other ranks.
+  const std::string& run_dir() const { return run_dir_; }
 
   // "dtrain: warning: <message>" on stderr and a `warning` record in the run log.
   void warning(const std::string& message);

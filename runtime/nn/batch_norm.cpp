@@ -76,13 +76,13 @@ class SyncBatchNormBackward final : public torch::autograd::Node {
       comm_.allreduce(sums, ReduceOp::kSum);
       const at::Tensor mean_dy = sums.slice(0, 0, channels) / count_;
       const at::Tensor mean_dy_xmu = sums.slice(0, channels) / count_;
-      const at::Tensor scale = weight.to(type) * invstd_;
+      const at::Tensor scale = weight.defined() ? weight.to(type) * invstd_ : invstd_;
       result[0] = ((dy - per_channel(mean_dy, dim) - xmu * per_channel(invstd_ * invstd_ * mean_dy_xmu, dim)) *
                    per_channel(scale, dim))
                       .to(input.scalar_type());
     }
-    if (should_compute_output(1)) result[1] = (sum_dy_xmu * invstd_).to(weight.scalar_type());
-    if (should_compute_output(2)) result[2] = sum_dy.to(weight.scalar_type());
+    if (weight.defined() && should_compute_output(1)) result[1] = (sum_dy_xmu * invstd_).to(weight.scalar_type());
+    if (weight.defined() && should_compute_output(2)) result[2] = sum_dy.to(weight.scalar_type());
     return result;
   }
 
@@ -105,16 +105,18 @@ class SyncBatchNormBackward final : public torch::autograd::Node {
 BatchNormImpl::BatchNormImpl(const BatchNormOptions& options) : options_(options) {
   DTRAIN_CHECK(options.num_features > 0, Error, "BatchNorm needs a positive channel count, got " << options.num_features);
   const int64_t c = options.num_features;
-  weight = register_parameter("weight", at::ones({c}));
-  bias = register_parameter("bias", at::zeros({c}));
+  if (options.affine) {
+    weight = register_parameter("weight", at::ones({c}));
+    bias = register_parameter("bias", at::zeros({c}));
+  }
   running_mean = register_buffer("running_mean", at::zeros({c}));
   running_var = register_buffer("running_var", at::ones({c}));
   num_batches_tracked = register_buffer("num_batches_tracked", at::zeros({}, at::kLong));
 }
 
 void BatchNormImpl::pretty_print(std::ostream& stream) const {
-  stream << "dtrain::BatchNorm(" << options_.num_features << ", eps=" << options_.eps
-         << ", momentum=" << options_.momentum << (comm_ != nullptr ? ", synced across ranks" : "") << ")";
+  stream << "dtrain::BatchNorm(" << options_.num_features << ", eps=" << options_.eps << ", momentum=" << options_.momentum
+         << (options_.affine ? "" : ", affine=false") << (comm_ != nullptr ? ", synced across ranks" : "") << ")";
 }
 
 at::Tensor BatchNormImpl::forward(const at::Tensor& input) {
@@ -163,8 +165,8 @@ at::Tensor BatchNormImpl::forward_synced(const at::Tensor& input) {
     mean = global_mean.to(type);
     invstd = (var + options_.eps).rsqrt().to(type);
     count = total.to(type).squeeze();
-    const at::Tensor scale = weight.to(type) * invstd;
-    const at::Tensor offset = bias.to(type) - mean * scale;
+    const at::Tensor scale = weight.defined() ? weight.to(type) * invstd : invstd;
+    const at::Tensor offset = bias.defined() ? bias.to(type) - mean * scale : -mean * scale;
     output = at::addcmul(per_channel(offset, input.dim()), x, per_channel(scale, input.dim())).to(input.scalar_type());
   }
   if (torch::autograd::compute_requires_grad(input, weight, bias)) {

@@ -19,11 +19,13 @@ struct BatchNormOptions {
   int64_t num_features = 0;  // channels: dimension 1 of the input
   double eps = 1e-5;
   double momentum = 0.1;     // running = (1 - momentum) * running + momentum * batch statistic
+  bool affine = true;        // false: no weight and bias (a conditional BatchNorm scales and shifts itself)
 };
 
 // Input [N, C, ...] (any rank >= 2); statistics per channel over every other dimension. Parameters
-// weight (ones) and bias (zeros), buffers running_mean, running_var, num_batches_tracked: torchvision's
-// state_dict keys. In eval mode the running statistics normalise, with no communication.
+// weight (ones) and bias (zeros) unless options.affine is false, buffers running_mean, running_var,
+// num_batches_tracked: torchvision's state_dict keys. In eval mode the running statistics normalise, with
+// no communication.
 class BatchNormImpl final : public torch::nn::Module {
  public:
   explicit BatchNormImpl(int64_t num_features) : BatchNormImpl(BatchNormOptions{num_features}) {}

@@ -244,6 +244,7 @@ std::string Checkpointer::save(const CheckpointMeta& meta, const std::vector<Tra
     torch::serialize::OutputArchive module_archive;
     m.module->save(module_archive);
     modules_archive.write(m.name, module_archive);
+    if (!m.optimizer) continue;  // a module the step updates itself (a moving average)
     torch::serialize::OutputArchive optimizer_archive;
     m.optimizer->save(optimizer_archive);
     optimizers_archive.write(m.name, optimizer_archive);
@@ -397,6 +398,7 @@ std::optional<CheckpointMeta> Checkpointer::restore(std::vector<TrainedModule>& 
     for (size_t i = 0; i < modules.size(); ++i) {
       TrainedModule& m = modules[i];
       m.module->load(module_archives[i]);
+      if (!m.optimizer) continue;
       torch::serialize::InputArchive optimizer_archive;
       if (named) {
         optimizers_archive.read(m.name, optimizer_archive);

@@ -81,6 +81,7 @@ void TrainState::backward(const at::Tensor& loss, const std::vector<std::string>
   std::vector<GradReducer*> reducers;
   for (const std::string& name : names) {
     TrainedModule& m = get(name);
+    if (!m.optimizer) throw Error("backward() into module '" + name + "', which no optimizer trains");
     if (m.reducer == nullptr) throw Error("module '" + name + "' has no gradient reducer yet: backward() outside a run");
     reducers.push_back(m.reducer.get());
   }
@@ -105,6 +106,7 @@ void TrainState::backward(const at::Tensor& loss, const std::vector<std::string>
 bool TrainState::step(const std::string& name) {
   if (!micro_batch_.last) return false;
   TrainedModule& m = get(name);
+  if (!m.optimizer) throw Error("step() of module '" + name + "', which no optimizer trains");
   bool taken = true;
   if (scaler_) {
     // fp16: non-finite gradients are expected while the loss scale settles; the scaler skips those steps

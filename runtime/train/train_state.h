@@ -26,6 +26,7 @@ namespace dtrain {
 struct TrainedModule {
   std::string name;  // as the workload named it: "model"; "generator", "discriminator"
   std::shared_ptr<torch::nn::Module> module;
+  // Null for a module the step updates itself (NamedModule::trained false): no optimizer, no reducer.
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::unique_ptr<GradReducer> reducer;  // set when a run starts (the reducer syncs the replicas)
 };
@@ -37,6 +38,9 @@ struct MicroBatch {
   int64_t group_size = 1;  // micro-batches in this optimizer step (train.accumulate, or fewer at the end)
   bool first = true;       // the group's first micro-batch
   bool last = true;        // the group's last micro-batch: gradients are averaged and the optimizer steps
+  // The same on every rank, new each epoch: draws that belong to a sample rather than to a rank (a GAN's
+  // latent vectors) come from (sample_seed, Batch::indices), so they do not depend on the world size.
+  uint64_t sample_seed = 0;
 };
 
 // The error that stops a run for non-finite values at steps [first, last] of `epoch`, with the advice
@@ -66,7 +70,7 @@ class TrainState {
     return *typed;
   }
 
-  // Adds a module (on the state's device) and its optimizer. Local.
+  // Adds a module (on the state's device) and its optimizer (null: a module no optimizer trains). Local.
   void add(std::string name, std::shared_ptr<torch::nn::Module> module, std::unique_ptr<torch::optim::Optimizer> optimizer);
 
   // The forward pass's mixed precision: `{ auto scope = state.autocast(); outputs = model(inputs); }`.

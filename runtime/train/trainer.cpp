@@ -73,7 +73,7 @@ Trainer::Trainer(const TrainConfig& config, const Workload& workload, Communicat
                             << data_.test->size() << " test samples) from " << data_.description);
   at::manual_seed(static_cast<uint64_t>(seed_));
   int64_t synced_batchnorms = 0;
-  for (NamedModule& named : workload_.make_modules(data_)) {
+  for (NamedModule& named : workload_.make_modules(data_, config_.train)) {
     named.module->to(device_);  // before the optimizer takes the parameters
     if (config_.train.sync_batchnorm) {
       // On one rank the global batch is the rank's own: plain BatchNorm computes the same, without the
@@ -87,7 +87,12 @@ Trainer::Trainer(const TrainConfig& config, const Workload& workload, Communicat
         if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
       }
     }
-    auto optimizer = make_optimizer(config_.train, *named.module, named.no_weight_decay);
+    std::unique_ptr<torch::optim::Optimizer> optimizer;
+    if (named.trained) {
+      optimizer = make_optimizer(config_.train, *named.module, named.no_weight_decay);
+    } else {
+      for (at::Tensor& p : named.module->parameters()) p.set_requires_grad(false);
+    }
     state_.add(named.name, std::move(named.module), std::move(optimizer));
   }
   DTRAIN_CHECK(!state_.modules().empty(), Error, "workload '" << workload_.name() << "' made no modules to train");
@@ -95,6 +100,9 @@ Trainer::Trainer(const TrainConfig& config, const Workload& workload, Communicat
                "train.sync_batchnorm is set, but the " << workload_.name()
                                                        << " workload's model has no BatchNorm layers to sync");
   step_ = workload_.make_step();
+  DTRAIN_CHECK(config_.log.sample_every == 0 || step_->makes_samples(), ConfigError,
+               "log.sample_every is " << config_.log.sample_every << ", but the " << workload_.name()
+                                      << " workload makes no samples; only generative workloads (biggan) write them");
   data_.train->to(device_);
   data_.test->to(device_);
 }
@@ -121,7 +129,9 @@ at::Tensor Trainer::model_layout(const at::Tensor& inputs) const {
 }
 
 void Trainer::set_learning_rate(double lr) {
-  for (TrainedModule& m : state_.modules()) dtrain::set_learning_rate(*m.optimizer, lr);
+  for (TrainedModule& m : state_.modules()) {
+    if (m.optimizer) dtrain::set_learning_rate(*m.optimizer, lr);
+  }
 }
 
 void Trainer::restore() {
@@ -143,13 +153,16 @@ void Trainer::restore() {
 TrainResult Trainer::run(RunInfo info) {
   Stopwatch total;
   Checkpointer checkpointer(config_.checkpoint, comm_);
-  for (TrainedModule& m : state_.modules()) m.reducer = make_reducer_(m.module->parameters(), m.module->buffers(), comm_);
+  for (TrainedModule& m : state_.modules()) {
+    if (m.optimizer) m.reducer = make_reducer_(m.module->parameters(), m.module->buffers(), comm_);
+  }
 
   info.data_description = data_.description;
   info.train_samples = data_.train->size();
   info.test_samples = data_.test->size();
   info.parameters = 0;
   for (const TrainedModule& m : state_.modules()) {
+    if (!m.optimizer) continue;  // a copy the step keeps (a moving average) trains nothing of its own
     for (const at::Tensor& p : m.module->parameters()) info.parameters += p.numel();
   }
   logger_.run_start(info);
@@ -214,6 +227,10 @@ TrainResult Trainer::run(RunInfo info) {
     stats.test = reduced[1];
     stats.test_samples = eval_samples();
     stats.samples_per_s = stats.train_s > 0 ? static_cast<double>(stats.train_samples) / stats.train_s : 0.0;
+    const int64_t sample_every = config_.log.sample_every;
+    if (sample_every > 0 && (epoch % sample_every == 0 || epoch == config_.train.epochs) && comm_.is_root()) {
+      logger_.samples_written(epoch, step_->write_samples(logger_.run_dir(), epoch, state_));
+    }
     if (config_.checkpoint.enabled) {
       set_phase(Phase::kCheckpointing, epoch);
       CheckpointMeta meta{epoch, seed_, workload_.name(), to_string(config_.train.optimizer), comm_.world_size(), stats, ""};
@@ -282,6 +299,7 @@ MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
   int64_t interval_first_step = 1;
   if (opt.max_steps > 0) order.resize(static_cast<size_t>(std::min(samples, steps * opt.batch_size)));
   const std::unique_ptr<BatchStream> stream = train.stream(std::move(order), opt.batch_size, augment_seed(epoch));
+  const uint64_t sample_seed = augment_seed(epoch) ^ 0x2545f4914f6cdd1dULL;  // its own stream, per epoch
   for (int64_t step = 0; step < steps; ++step) {
     if (activity_ != nullptr) activity_->set_step(step + 1);
     Batch batch;
@@ -299,7 +317,12 @@ MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
       if (step == 0) stats.lr = lr;
       current_lr = lr;
     }
-    MicroBatch micro{epoch, step + 1, group_size, step == group_start, step == group_start + group_size - 1};
+    MicroBatch micro{epoch,
+                     step + 1,
+                     group_size,
+                     step == group_start,
+                     step == group_start + group_size - 1,
+                     sample_seed};
     if (micro.first) sync_buffers();
     state_.begin_micro_batch(micro);
     step_->train(batch, state_, group_sums);

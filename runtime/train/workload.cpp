@@ -12,6 +12,7 @@ TrainConfig configure_workload(const Workload& workload, const TrainConfig& user
   recipe.workload = user.workload;
   workload.apply_defaults(recipe);
   TrainConfig merged = overlay_keys(recipe, user, sources);
+  workload.check_config(merged);
   const TrainConfig generic;
   for (const ConfigField& field : config_fields()) {
     if (field.format(recipe) != field.format(generic)) {

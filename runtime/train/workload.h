@@ -29,6 +29,7 @@ struct WorkloadData {
   std::shared_ptr<Dataset> train;
   std::shared_ptr<Dataset> test;
   int64_t num_classes = 0;  // classifiers: what the model's last layer is sized for
+  int64_t image_size = 0;   // image workloads: the side of the square images the model sees
   std::string description;  // where the data came from, for the run log
   // Tensors the modules are built with besides the batches, by name (the gcn workload's graph: node
   // features and normalised adjacency). Not batched, not checkpointed; the modules move them with them.
@@ -42,6 +43,9 @@ struct NamedModule {
   // Parameters (names as in named_parameters()) the optimizer applies no weight decay to, whatever
   // train.weight_decay says: the recipe's own exemptions (the GCN decays its first layer only).
   std::vector<std::string> no_weight_decay = {};
+  // false: a module the step updates itself (a GAN generator's moving average): checkpointed with the
+  // others, but without an optimizer or a gradient reducer, and not counted as trained parameters.
+  bool trained = true;
 };
 
 class Workload {
@@ -57,9 +61,14 @@ class Workload {
   // and schedule, epochs, image size. Files and flags override it (see configure_workload).
   virtual void apply_defaults(TrainConfig& config) const { (void)config; }
 
-  // Local. Freshly initialised modules for `data` (from torch's global RNG, seeded by the trainer), each
-  // trained with its own optimizer and reducer; the reducers then copy rank 0's parameters to every rank.
-  virtual std::vector<NamedModule> make_modules(const WorkloadData& data) const = 0;
+  // Throws ConfigError for a merged configuration the workload cannot run (configure_workload calls it),
+  // e.g. gradient accumulation for a GAN step that updates two networks in turn.
+  virtual void check_config(const TrainConfig& config) const { (void)config; }
+
+  // Local. Freshly initialised modules for `data` and the run's `options` (from torch's global RNG,
+  // seeded by the trainer), each trained with its own optimizer and reducer; the reducers then copy rank
+  // 0's parameters to every rank.
+  virtual std::vector<NamedModule> make_modules(const WorkloadData& data, const TrainOptions& options) const = 0;
 
   // Local. Loads or generates both splits (called before make_modules). Throws DataError saying what is
   // missing and how to get it.
@@ -79,7 +88,9 @@ class ClassifierWorkload : public Workload {
   virtual std::shared_ptr<Model> make_model(const WorkloadData& data) const = 0;
   virtual Outputs outputs() const { return Outputs::kLogits; }
 
-  std::vector<NamedModule> make_modules(const WorkloadData& data) const override { return {{"model", make_model(data)}}; }
+  std::vector<NamedModule> make_modules(const WorkloadData& data, const TrainOptions&) const override {
+    return {{"model", make_model(data)}};
+  }
   std::unique_ptr<TrainStep> make_step() const override;
 };
 

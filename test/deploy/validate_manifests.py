@@ -200,6 +200,21 @@ def main():
         if errors or job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] != 16:
             fail("gke v100 x16", f"{len(errors)} schema errors")
 
+    # The studies' other workloads run by name: the GCN on GKE, BigGAN on 2 GPUs on OpenShift (the
+    # HPC-vs-OpenShift study), each named in the job's name, label and dtrain command.
+    for workload, argv in (("gcn", ["--platform", "gke", "--workers", "2", "--accelerator", "nvidia-tesla-t4"]),
+                           ("biggan", ["--platform", "openshift", "--workers", "1", "--gpus-per-worker", "2",
+                                       "--dtrain-args", "--sample-every 10"])):
+        argv = [*argv, "--workload", workload, "--image", "registry.example.com/dtrain:1"]
+        job = yaml.safe_load(render_mpijob.to_yaml(render(argv)))
+        for error in validator.iter_errors(job):
+            fail(workload, f"schema: {'/'.join(map(str, error.absolute_path))}: {error.message}")
+        launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+        command = " ".join(launcher.get("command", []) + launcher.get("args", []))
+        if f"--workload {workload} " not in command or not job["metadata"]["name"].startswith(f"dtrain-{workload}-") or \
+                job["metadata"]["labels"].get("dtrain/workload") != workload:
+            fail(workload, f"job {job['metadata']['name']} does not run the workload: {command}")
+
     # A GPU older than the CUDA image supports renders, with a warning on stderr; a supported one without.
     for accelerator, warned in (("nvidia-tesla-v100", True), ("nvidia-tesla-p4", True), ("nvidia-tesla-t4", False),
                                 ("nvidia-h100-80gb", False)):

@@ -80,7 +80,7 @@ expect_error() {  # expect_error STATUS "MESSAGE" ARGS...
   fi
 }
 expect_error 2 "--batch-size (train.batch_size) must be an integer in [1, 1073741824], got '-4'" --batch-size -4
-expect_error 2 "unknown workload 'mnsit'; available: alexnet, cifar10, gcn, image-classifier, mnist, resnet18, resnet50" --workload mnsit
+expect_error 2 "unknown workload 'mnsit'; available: alexnet, biggan, cifar10, gcn, image-classifier, mnist, resnet18, resnet50" --workload mnsit
 expect_error 2 "bogus" --bogus 1
 expect_error 2 "train.precision (from --precision) 'fp16' needs comm.device 'cuda'" --precision fp16
 printf 'train:\n  bach_size: 3\n' >bad.yaml

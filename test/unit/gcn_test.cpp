@@ -194,7 +194,7 @@ TEST_CASE("the gcn workload's data: node batches, the graph as extras, the split
   CHECK(data.test->size() == 100);
   CHECK(data.extras.at("features").sizes() == at::IntArrayRef{300, 40});
   CHECK(data.extras.at("adjacency").is_sparse());
-  const std::vector<NamedModule> modules = workload->make_modules(data);
+  const std::vector<NamedModule> modules = workload->make_modules(data, TrainOptions{});
   REQUIRE(modules.size() == 1);
   CHECK(modules[0].no_weight_decay == std::vector<std::string>{"conv2.weight", "conv2.bias", "conv1.bias"});
   Batch batch;

@@ -13,14 +13,14 @@ TEST_CASE("the builtin registry creates mnist and lists it", "[registry]") {
   register_builtin_workloads(registry);
   CHECK(registry.contains("mnist"));
   CHECK(registry.create("mnist")->name() == "mnist");
-  CHECK(registry.names() == std::vector<std::string>{"alexnet", "cifar10", "gcn", "image-classifier", "mnist", "resnet18", "resnet50"});
+  CHECK(registry.names() == std::vector<std::string>{"alexnet", "biggan", "cifar10", "gcn", "image-classifier", "mnist", "resnet18", "resnet50"});
 }
 
 TEST_CASE("an unknown workload lists the available ones", "[registry]") {
   WorkloadRegistry registry;
   register_builtin_workloads(registry);
   CHECK_THROWS_WITH(registry.create("mnsit"),
-                    "unknown workload 'mnsit'; available: alexnet, cifar10, gcn, image-classifier, mnist, resnet18, resnet50");
+                    "unknown workload 'mnsit'; available: alexnet, biggan, cifar10, gcn, image-classifier, mnist, resnet18, resnet50");
   CHECK_THROWS_AS(registry.create("mnsit"), ConfigError);
 }
 

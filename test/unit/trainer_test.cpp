@@ -140,7 +140,9 @@ TEST_CASE("unusable checkpoints are clear errors", "[checkpoint]") {
       explicit Renamed(const Workload& inner) : inner_(inner) {}
       std::string name() const override { return "other"; }
       std::string data_format() const override { return inner_.data_format(); }
-      std::vector<NamedModule> make_modules(const WorkloadData& data) const override { return inner_.make_modules(data); }
+      std::vector<NamedModule> make_modules(const WorkloadData& data, const TrainOptions& o) const override {
+        return inner_.make_modules(data, o);
+      }
       WorkloadData load_data(const DataOptions& o, uint64_t s) const override { return inner_.load_data(o, s); }
       std::unique_ptr<TrainStep> make_step() const override { return inner_.make_step(); }
 

@@ -51,7 +51,7 @@ class GcnWorkload final : public ClassifierWorkload {
     config.log.interval = 0;  // one step per epoch: the epoch line says it all
   }
 
-  std::vector<NamedModule> make_modules(const WorkloadData& data) const override {
+  std::vector<NamedModule> make_modules(const WorkloadData& data, const TrainOptions&) const override {
     NamedModule model{"model", make_model(data)};
     model.no_weight_decay = {"conv2.weight", "conv2.bias", "conv1.bias"};
     return {model};

@@ -33,18 +33,6 @@ struct VisionSpec {
   Recipe recipe;
 };
 
-std::string data_dir_or_default(const DataOptions& options, const char* fallback, const std::string& workload,
-                                const std::string& fetch_name) {
-  if (!options.dir.empty()) return options.dir;
-  std::error_code ec;
-  if (!std::filesystem::exists(fallback, ec)) {
-    throw DataError("no data for the " + workload + " workload: data.dir is not set and '" + fallback +
-                    "' does not exist. Run scripts/fetch_data.sh " + fetch_name + " (it downloads to data/), pass "
-                    "--data-dir DIR, or use --synthetic.");
-  }
-  return fallback;
-}
-
 class VisionWorkload final : public ClassifierWorkload {
  public:
   explicit VisionWorkload(VisionSpec spec) : spec_(std::move(spec)) {}
@@ -88,6 +76,7 @@ class VisionWorkload final : public ClassifierWorkload {
         WorkloadData data;
         Cifar10 cifar = read_cifar10(dir);
         data.num_classes = 10;
+        data.image_size = 32;
         data.train = std::make_shared<TensorDataset>(std::move(cifar.train));
         data.test = std::make_shared<TensorDataset>(std::move(cifar.test));
         data.description = "CIFAR-10 binary files in " + dir;
@@ -115,6 +104,7 @@ class VisionWorkload final : public ClassifierWorkload {
                                 int64_t crop_padding) {
     WorkloadData data;
     data.num_classes = train.num_classes;
+    data.image_size = train.image_size;
     auto train_set = std::make_shared<TensorDataset>(make_synthetic_images(train, seed, seed + 1));
     train_set->crop_padding = crop_padding;
     train_set->random_flip = true;
@@ -126,20 +116,10 @@ class VisionWorkload final : public ClassifierWorkload {
   }
 
   static WorkloadData files(ImageSplits splits, const DataOptions& options, int64_t size) {
-    if (splits.train.empty() || splits.test.empty()) {
-      throw DataError(splits.description + " has " + std::to_string(splits.train.size()) + " training and " +
-                      std::to_string(splits.test.size()) + " validation images; both splits need some");
-    }
     ImageFileOptions file_options;
     file_options.image_size = size;
     file_options.workers = options.workers;
-    WorkloadData data;
-    data.num_classes = static_cast<int64_t>(splits.classes.size());
-    data.train = std::make_shared<ImageFileDataset>(std::move(splits.train), file_options);
-    data.test = std::make_shared<ImageFileDataset>(std::move(splits.test), file_options);
-    data.description = splits.description + ", " + std::to_string(data.num_classes) + " classes at " +
-                       std::to_string(size) + " px";
-    return data;
+    return image_file_data(std::move(splits), file_options);
   }
 
   VisionSpec spec_;
@@ -156,6 +136,33 @@ void sgd(TrainConfig& config, double lr, double weight_decay) {
 }
 
 }  // namespace
+
+std::string data_dir_or_default(const DataOptions& options, const char* fallback, const std::string& workload,
+                                const std::string& fetch_name) {
+  if (!options.dir.empty()) return options.dir;
+  std::error_code ec;
+  if (!std::filesystem::exists(fallback, ec)) {
+    throw DataError("no data for the " + workload + " workload: data.dir is not set and '" + fallback +
+                    "' does not exist. Run scripts/fetch_data.sh " + fetch_name + " (it downloads to data/), pass "
+                    "--data-dir DIR, or use --synthetic.");
+  }
+  return fallback;
+}
+
+WorkloadData image_file_data(ImageSplits splits, const ImageFileOptions& options) {
+  if (splits.train.empty() || splits.test.empty()) {
+    throw DataError(splits.description + " has " + std::to_string(splits.train.size()) + " training and " +
+                    std::to_string(splits.test.size()) + " validation images; both splits need some");
+  }
+  WorkloadData data;
+  data.num_classes = static_cast<int64_t>(splits.classes.size());
+  data.image_size = options.image_size;
+  data.train = std::make_shared<ImageFileDataset>(std::move(splits.train), options);
+  data.test = std::make_shared<ImageFileDataset>(std::move(splits.test), options);
+  data.description = splits.description + ", " + std::to_string(data.num_classes) + " classes at " +
+                     std::to_string(options.image_size) + " px";
+  return data;
+}
 
 std::unique_ptr<Workload> make_cifar10_workload() {
   return std::make_unique<VisionWorkload>(VisionSpec{

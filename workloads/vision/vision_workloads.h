@@ -5,7 +5,9 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
+#include "runtime/data/image_files.h"
 #include "runtime/train/workload.h"
 
 namespace dtrain {
@@ -15,5 +17,15 @@ std::unique_ptr<Workload> make_resnet18_workload();
 std::unique_ptr<Workload> make_resnet50_workload();
 std::unique_ptr<Workload> make_alexnet_workload();
 std::unique_ptr<Workload> make_image_classifier_workload();
+
+// data.dir when set; else `fallback` (where scripts/fetch_data.sh puts the dataset) if it exists; else
+// DataError telling the user of the `workload` to run `scripts/fetch_data.sh fetch_name`, pass --data-dir
+// or use --synthetic.
+std::string data_dir_or_default(const DataOptions& options, const char* fallback, const std::string& workload,
+                                const std::string& fetch_name);
+
+// The two splits of a scanned image folder (or tiny-imagenet-200) as ImageFileDatasets read with
+// `options`, its class count and image size. Throws DataError when a split has no images.
+WorkloadData image_file_data(ImageSplits splits, const ImageFileOptions& options);
 
 }  // namespace dtrain

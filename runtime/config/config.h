@@ -84,6 +84,7 @@ struct LogOptions {
   int64_t interval = 10;  // steps between progress lines; 0 = none
   bool progress_bar = true;  // only drawn when stderr is a terminal
   int64_t sample_every = 0;  // generative workloads: epochs between sample images in the run directory; 0 = none
+  double sample_interval_s = 1.0;  // seconds between resource samples (CPU, memory, GPU, network) per rank; 0 = none
 };
 
 struct CheckpointOptions {

@@ -385,6 +385,10 @@ std::vector<ConfigField> build_fields() {
                         "generative workloads (biggan): write a PNG grid of samples to the run directory every N "
                         "epochs and after the last (0 = none)",
                         [](TrainConfig& c) -> int64_t& { return c.log.sample_every; }, 0, kMaxCount));
+  f.push_back(float_field("log.sample_interval_s", "sample-interval-s",
+                          "seconds between samples of each rank's CPU, memory, GPU and network use, written to the "
+                          "run log as `sample` events (0 = none)",
+                          [](TrainConfig& c) -> double& { return c.log.sample_interval_s; }, 0.0, true, 3600.0));
 
   f.push_back(string_field("checkpoint.dir", "checkpoint-dir", "directory for per-epoch checkpoints",
                            [](TrainConfig& c) -> std::string& { return c.checkpoint.dir; }, false));

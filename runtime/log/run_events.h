@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,22 @@ struct EpochStats {
   int64_t bytes_allreduced = 0;  // per rank
   int64_t skipped_steps = 0;     // optimizer steps skipped for NaN/inf gradients (fp16 overflow, skip-step)
   std::string checkpoint_path;   // empty if none was written
+};
+
+// What one rank used at one moment (runtime/monitor/resource_sampler.h).
+struct ResourceSample {
+  double unix_time_s = 0.0;  // wall clock (seconds since 1970), comparable across the ranks of a job
+  double cpu_percent = 0.0;  // process CPU time (user + system, all threads) over the interval, % of one core
+  int64_t rss_bytes = 0;     // resident set size of the process
+  int64_t host_mem_used_bytes = 0;  // MemTotal - MemAvailable of the host (the node, or the container's view)
+  int64_t net_rx_bytes = 0;  // received by the counted interfaces since the sampler started
+  int64_t net_tx_bytes = 0;  // sent by them since the sampler started
+  // With a GPU (NVML) only:
+  std::optional<double> gpu_util_percent;         // share of the interval a kernel ran
+  std::optional<int64_t> gpu_mem_used_bytes;      // device memory in use (all processes)
+  std::optional<double> gpu_mem_bw_util_percent;  // share of the interval device memory was read or written
+  std::optional<double> gpu_power_w;
+  std::optional<double> gpu_sm_clock_mhz;
 };
 
 struct RunSummary {

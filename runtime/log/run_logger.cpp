@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 
@@ -209,6 +210,35 @@ void RunLogger::samples_written(int64_t epoch, const std::vector<std::string>& p
   out_ << "samples of epoch " << epoch << ": " << listed << "\n";
   flush_console();
   write_event(event("samples").add("epoch", epoch).add("paths", paths).str());
+}
+
+void RunLogger::resource_samples(int rank, const std::vector<ResourceSample>& samples) {
+  if (!is_root_ || samples.empty()) return;
+  std::string lines;
+  for (const ResourceSample& s : samples) {
+    // "time" as every record has it, when the sample was taken (the record is written at the epoch's end);
+    // "unix_time_ms" to the millisecond, for time series.
+    JsonObject record;
+    record.add("event", "sample")
+        .add("time", utc_timestamp(static_cast<std::time_t>(s.unix_time_s)))
+        .add("unix_time_ms", static_cast<int64_t>(std::llround(s.unix_time_s * 1000.0)))
+        .add("rank", rank)
+        .add("cpu_percent", s.cpu_percent)
+        .add("rss_bytes", s.rss_bytes)
+        .add("host_mem_used_bytes", s.host_mem_used_bytes)
+        .add("net_rx_bytes", s.net_rx_bytes)
+        .add("net_tx_bytes", s.net_tx_bytes);
+    if (s.gpu_util_percent) record.add("gpu_util_percent", *s.gpu_util_percent);
+    if (s.gpu_mem_used_bytes) record.add("gpu_mem_used_bytes", *s.gpu_mem_used_bytes);
+    if (s.gpu_mem_bw_util_percent) record.add("gpu_mem_bw_util_percent", *s.gpu_mem_bw_util_percent);
+    if (s.gpu_power_w) record.add("gpu_power_w", *s.gpu_power_w);
+    if (s.gpu_sm_clock_mhz) record.add("gpu_sm_clock_mhz", *s.gpu_sm_clock_mhz);
+    lines += record.str();
+    lines += "\n";
+  }
+  lines.pop_back();  // write_event ends the last line
+  std::lock_guard<std::mutex> lock(mutex_);
+  write_event(lines);
 }
 
 void RunLogger::warning(const std::string& message) {

@@ -40,6 +40,9 @@ class RunLogger final {
   // console line.
   void samples_written(int64_t epoch, const std::vector<std::string>& paths);
 
+  // One `sample` record per entry of `samples`, rank `rank`'s resource use over time.
+  void resource_samples(int rank, const std::vector<ResourceSample>& samples);
+
   // Rank 0: the run directory (the run log, the config, samples); "" on other ranks.
   const std::string& run_dir() const { return run_dir_; }
 

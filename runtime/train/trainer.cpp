@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "runtime/data/distributed_sampler.h"
+#include "runtime/monitor/resource_sampler.h"
 #include "runtime/nn/batch_norm.h"
 #include "runtime/train/optimizer_factory.h"
 #include "runtime/util/check.h"
@@ -167,6 +168,7 @@ TrainResult Trainer::run(RunInfo info) {
   }
   logger_.run_start(info);
   if (!resume_note_.empty()) logger_.info(resume_note_);
+  std::unique_ptr<ResourceSampler> sampler = start_sampler();
 
   TrainResult result;
   RunSummary& summary = result.summary;
@@ -238,6 +240,7 @@ TrainResult Trainer::run(RunInfo info) {
     }
     stats.epoch_s = epoch_watch.elapsed_s();
     logger_.epoch_end(stats);
+    if (sampler) log_samples(*sampler);
     result.epochs.push_back(stats);
   }
 
@@ -247,8 +250,25 @@ TrainResult Trainer::run(RunInfo info) {
   const at::Tensor peaks = comm_.allgather(at::tensor(peak_rss_bytes(), at::kLong));
   summary.peak_rss_bytes.assign(peaks.data_ptr<int64_t>(), peaks.data_ptr<int64_t>() + peaks.numel());
   summary.total_s = total.elapsed_s();
+  if (sampler) log_samples(*sampler);
   logger_.run_end(summary);
   return result;
+}
+
+std::unique_ptr<ResourceSampler> Trainer::start_sampler() {
+  if (config_.log.sample_interval_s <= 0) return nullptr;
+  ResourceSamplerOptions options;
+  options.interval_s = config_.log.sample_interval_s;
+  options.interfaces = network_interfaces_from_environment();
+  if (device_.is_cuda()) options.nvml_index = nvml_index_of_cuda_device(device_.index());
+  auto sampler = std::make_unique<ResourceSampler>(std::move(options));
+  if (!sampler->nvml_note().empty()) logger_.info(sampler->nvml_note());
+  return sampler;
+}
+
+void Trainer::log_samples(ResourceSampler& sampler) {
+  const std::vector<std::vector<ResourceSample>> by_rank = gather_samples(comm_, sampler.take());
+  for (size_t rank = 0; rank < by_rank.size(); ++rank) logger_.resource_samples(static_cast<int>(rank), by_rank[rank]);
 }
 
 NonFiniteError Trainer::non_finite(int64_t epoch, int64_t first_step, int64_t last_step, const std::string& what) const {

@@ -26,6 +26,8 @@
 
 namespace dtrain {
 
+class ResourceSampler;
+
 // Builds the gradient reducer of one module's parameters and buffers (the caller picks the class).
 using ReducerFactory = std::function<std::unique_ptr<GradReducer>(
     std::vector<at::Tensor> params, const std::vector<at::Tensor>& buffers, Communicator& comm)>;
@@ -76,6 +78,10 @@ class Trainer final {
   // The NonFiniteError for steps [first_step, last_step] of `epoch` (one step when they are equal).
   NonFiniteError non_finite(int64_t epoch, int64_t first_step, int64_t last_step, const std::string& what) const;
   void set_phase(Phase phase, int64_t epoch, int64_t step = 0);
+  // The resource sampler of log.sample_interval_s (nullptr when 0), for this rank's device.
+  std::unique_ptr<ResourceSampler> start_sampler();
+  // Collective: every rank's samples since the last call into rank 0's run log.
+  void log_samples(ResourceSampler& sampler);
 
   const TrainConfig config_;
   const Workload& workload_;

@@ -20,8 +20,32 @@ def fail(message):
     sys.exit(1)
 
 
+SAMPLE_KEYS = {"time", "unix_time_ms", "rank", "cpu_percent", "rss_bytes", "host_mem_used_bytes", "net_rx_bytes",
+               "net_tx_bytes"}
+
+
+def check_samples(samples, world_size):
+    """Resource samples of every rank, in time order per rank, with plausible values (no GPU here)."""
+    for rank in range(world_size):
+        mine = [s for s in samples if s.get("rank") == rank]
+        if not mine:
+            fail(f"no sample events of rank {rank} (of {len(samples)})")
+        for s in mine:
+            if SAMPLE_KEYS - set(s) or any(k.startswith("gpu_") for k in s):
+                fail(f"sample keys {sorted(s)}")
+            if s["rss_bytes"] < 50 << 20 or s["host_mem_used_bytes"] < s["rss_bytes"] or s["cpu_percent"] < 0 or \
+                    s["net_rx_bytes"] < 0 or s["net_tx_bytes"] < 0:
+                fail(f"implausible sample {s}")
+        times = [s["unix_time_ms"] for s in mine]
+        if times != sorted(times) or len(set(times)) != len(times):
+            fail(f"rank {rank}'s samples are not in time order: {times}")
+        if max(s["cpu_percent"] for s in mine) < 20:
+            fail(f"rank {rank} trained without using a CPU: {[s['cpu_percent'] for s in mine]}")
+
+
 def main():
     output_path, log_dir, epochs, fmt = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    require_samples = "--require-samples" in sys.argv[5:]
     text = open(output_path).read()
     if "real" in text:
         fail("output contains 'real', which the analysis takes for bash time output: " +
@@ -52,6 +76,8 @@ def main():
     if len(runs) != 1:
         fail(f"expected one run log under {log_dir}, found {runs}")
     events = [json.loads(line) for line in open(runs[0])]
+    samples = [e for e in events if e["event"] == "sample"]
+    events = [e for e in events if e["event"] != "sample"]
     kinds = [e["event"] for e in events]
     if kinds != ["run_start"] + ["epoch_end"] * epochs + ["run_end"]:
         fail(f"unexpected event sequence {kinds}")
@@ -67,6 +93,8 @@ def main():
             fail(f"console accuracy {accuracy} disagrees with the run log's {event['test_accuracy']}")
     if len(events[-1]["peak_rss_bytes"]) != start["world_size"]:
         fail("run_end should carry one peak memory figure per rank")
+    if require_samples:
+        check_samples(samples, start["world_size"])
     print(f"check_run_output: ok ({epochs} epochs, {len(progress)} progress lines, {runs[0]})")
 
 

@@ -29,10 +29,10 @@ fast=(--workload mnist --synthetic --max-steps 4 --log-interval 2 --eval-samples
 # The lines of FILE that dtrain printed as errors (not mpirun's own notices).
 errors_in() { grep -c "dtrain: error:" "$1"; }
 
-# 1. Two ranks, Katib format: grammar, run log, checkpoints.
-if run_np 2 "${fast[@]}" --epochs 2 --log-dir logs1 --checkpoint-dir ck1 >out1.txt 2>&1 &&
-   /usr/bin/python3 "$here/check_run_output.py" out1.txt logs1 2 katib; then
-  pass "2-rank run prints parseable Katib lines and writes the run log"
+# 1. Two ranks, Katib format: grammar, run log with both ranks' resource samples, checkpoints.
+if run_np 2 "${fast[@]}" --epochs 2 --sample-interval-s 0.2 --log-dir logs1 --checkpoint-dir ck1 >out1.txt 2>&1 &&
+   /usr/bin/python3 "$here/check_run_output.py" out1.txt logs1 2 katib --require-samples; then
+  pass "2-rank run prints parseable Katib lines and writes the run log with both ranks' samples"
 else
   fail "2-rank Katib run"; cat out1.txt
 fi

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include "runtime/monitor/resource_sampler.h"
 #include "runtime/util/error.h"
 #include "test/mpi/mpi_test_support.h"
 #include "test/support/gpu.h"
@@ -130,4 +131,29 @@ TEST_CASE("the MPI backend stages CUDA tensors through host memory", "[comm][mpi
   const at::Tensor gathered = comm->allgather(at::full({2}, static_cast<int64_t>(comm->rank()), cuda.dtype(at::kLong)));
   CHECK(gathered.is_cuda());
   CHECK(gathered.select(1, 1).cpu().equal(at::arange(n, at::kLong)));
+}
+
+TEST_CASE("resource samples of every rank reach rank 0, however many each has", "[monitor][mpi]") {
+  auto comm = test::make_mpi_comm();
+  // Rank r has r samples (rank 0 none), each marked with its rank and position.
+  std::vector<ResourceSample> mine;
+  for (int i = 0; i < comm->rank(); ++i) {
+    ResourceSample s;
+    s.unix_time_s = 1000.0 * comm->rank() + i;
+    s.rss_bytes = comm->rank();
+    mine.push_back(s);
+  }
+  const auto by_rank = gather_samples(*comm, mine);
+  if (!comm->is_root()) {
+    CHECK(by_rank.empty());
+    return;
+  }
+  REQUIRE(static_cast<int>(by_rank.size()) == comm->world_size());
+  for (int r = 0; r < comm->world_size(); ++r) {
+    REQUIRE(static_cast<int>(by_rank[static_cast<size_t>(r)].size()) == r);
+    for (int i = 0; i < r; ++i) {
+      CHECK(by_rank[static_cast<size_t>(r)][static_cast<size_t>(i)].unix_time_s == 1000.0 * r + i);
+      CHECK(by_rank[static_cast<size_t>(r)][static_cast<size_t>(i)].rss_bytes == r);
+    }
+  }
 }

@@ -56,6 +56,7 @@ struct TrainOptions {
   double ema_decay = 0.0;
   int64_t ema_start = 0;
   NonFinitePolicy on_nonfinite = NonFinitePolicy::kStop;  // see docs/failures.md
+  double peak_tflops = 0.0;  // one device's peak TFLOP/s at the run's precision, for MFU; 0 = unknown
 };
 
 struct DataOptions {

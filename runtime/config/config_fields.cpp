@@ -334,6 +334,10 @@ std::vector<ConfigField> build_fields() {
   f.push_back(int_field("train.ema_start", "ema-start",
                         "GANs: generator steps during which the average copies the generator before it decays",
                         [](TrainConfig& c) -> int64_t& { return c.train.ema_start; }, 0, kMaxCount));
+  f.push_back(float_field("train.peak_tflops", "peak-tflops",
+                          "one device's peak TFLOP/s at the run's precision: epoch records then carry the model "
+                          "FLOPs utilisation (mfu); 0 = unknown",
+                          [](TrainConfig& c) -> double& { return c.train.peak_tflops; }, 0.0, true, 1e6));
   f.push_back(enum_field<NonFinitePolicy>(
       "train.on_nonfinite", "on-nonfinite",
       "on a NaN/inf loss or gradient: stop the run (exit 4), or skip that optimizer step on every rank",

@@ -52,6 +52,9 @@ struct EpochStats {
   double exposed_comm_s = 0.0;   // rank 0's communication not hidden behind backward
   int64_t bytes_allreduced = 0;  // per rank
   int64_t skipped_steps = 0;     // optimizer steps skipped for NaN/inf gradients (fp16 overflow, skip-step)
+  double flops_per_sample = 0.0;  // training FLOPs per sample, counted over the run's first steps (flop_counter.h)
+  double tflops_achieved = 0.0;   // all ranks: flops_per_sample x train_samples / train_s / 1e12
+  std::optional<double> mfu;      // tflops_achieved / (train.peak_tflops x world size), when the peak is known
   std::string checkpoint_path;   // empty if none was written
 };
 

@@ -36,14 +36,17 @@ JsonObject epoch_metrics(JsonObject record, const EpochStats& s) {
 }
 
 std::string epoch_json(const EpochStats& s) {
-  return epoch_metrics(event("epoch_end"), s)
-      .add("steps", s.steps)
+  JsonObject record = epoch_metrics(event("epoch_end"), s);
+  record.add("steps", s.steps)
       .add("skipped_steps", s.skipped_steps)
       .add("epoch_s", s.epoch_s)
       .add("train_s", s.train_s)
       .add("eval_s", s.eval_s)
       .add("samples_per_s", s.samples_per_s)
-      .add("comm_s", s.comm_s)
+      .add("flops_per_sample", s.flops_per_sample)
+      .add("tflops_achieved", s.tflops_achieved);
+  if (s.mfu) record.add("mfu", *s.mfu);
+  return record.add("comm_s", s.comm_s)
       .add("exposed_comm_s", s.exposed_comm_s)
       .add("bytes_allreduced", s.bytes_allreduced)
       .add("checkpoint", s.checkpoint_path)

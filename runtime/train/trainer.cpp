@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "runtime/data/distributed_sampler.h"
+#include "runtime/monitor/flop_counter.h"
 #include "runtime/monitor/resource_sampler.h"
 #include "runtime/nn/batch_norm.h"
 #include "runtime/train/optimizer_factory.h"
@@ -22,6 +23,10 @@ namespace {
 // On a GPU the host reads the non-finite flag where it synchronises anyway (progress lines), or, with
 // progress lines off, every this many steps: one stall per 100 steps costs nothing measurable.
 constexpr int64_t kNonFiniteCheckSteps = 100;
+
+// Training FLOPs are counted over this many steps at the start of a run (enough for a GAN's generator
+// step to come round), then per sample for the rest.
+constexpr int64_t kFlopCountSteps = 8;
 
 // Seed of torch's generator (dropout) for one rank and epoch: reseeding at every epoch start makes a
 // resumed run draw exactly the masks the uninterrupted run would have drawn.
@@ -229,6 +234,11 @@ TrainResult Trainer::run(RunInfo info) {
     stats.test = reduced[1];
     stats.test_samples = eval_samples();
     stats.samples_per_s = stats.train_s > 0 ? static_cast<double>(stats.train_samples) / stats.train_s : 0.0;
+    stats.flops_per_sample = counted_samples_ > 0 ? counted_flops_ / static_cast<double>(counted_samples_) : 0.0;
+    stats.tflops_achieved = stats.flops_per_sample * stats.samples_per_s / 1e12;
+    if (config_.train.peak_tflops > 0) {
+      stats.mfu = stats.tflops_achieved / (config_.train.peak_tflops * comm_.world_size());
+    }
     const int64_t sample_every = config_.log.sample_every;
     if (sample_every > 0 && (epoch % sample_every == 0 || epoch == config_.train.epochs) && comm_.is_root()) {
       logger_.samples_written(epoch, step_->write_samples(logger_.run_dir(), epoch, state_));
@@ -345,7 +355,16 @@ MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
                      sample_seed};
     if (micro.first) sync_buffers();
     state_.begin_micro_batch(micro);
-    step_->train(batch, state_, group_sums);
+    if (flop_count_steps_ < kFlopCountSteps) {
+      // Counting costs a little host time per op; only these first steps pay it.
+      FlopCounter counter;
+      step_->train(batch, state_, group_sums);
+      counted_flops_ += counter.flops();
+      counted_samples_ += count;
+      ++flop_count_steps_;
+    } else {
+      step_->train(batch, state_, group_sums);
+    }
     const StepCommStats comm = state_.take_comm_stats();
     stats.comm_s += comm.comm_s;
     stats.exposed_comm_s += comm.exposed_comm_s;

@@ -97,6 +97,10 @@ class Trainer final {
   int64_t first_epoch_ = 1;
   std::string resume_note_;
   std::optional<CheckpointMeta> restored_;
+  // FLOPs of this rank's first training steps and their samples (see kFlopCountSteps).
+  int64_t flop_count_steps_ = 0;
+  double counted_flops_ = 0.0;
+  int64_t counted_samples_ = 0;
 };
 
 }  // namespace dtrain

@@ -12,7 +12,11 @@ KATIB_PROGRESS = re.compile(r"^Train Epoch: (\d+) \[(\d+)/(\d+) \((\d+)%\)\]\tlo
 PYTORCH_PROGRESS = re.compile(r"^Train Epoch: (\d+) \[(\d+)/(\d+) \((\d+)%\)\]\tLoss: (\d+\.\d{6})$")
 PYTORCH_TEST = re.compile(r"^Test set: Average loss: (\d+\.\d{4}), Accuracy: (\d+)/(\d+) \((\d+)%\)$")
 EPOCH_KEYS = {"epoch", "train_loss", "test_loss", "test_accuracy", "epoch_s", "samples_per_s", "comm_s",
-              "exposed_comm_s", "bytes_allreduced"}
+              "exposed_comm_s", "bytes_allreduced", "flops_per_sample", "tflops_achieved"}
+# The mnist network's training FLOPs per sample as the counter sees them: convolutions 0.39 M + 21.2 M and
+# fully connected layers 2.36 M + 2.6 k forward; backward the same again for every weight gradient and
+# for every input gradient but the first layer's (its input needs none).
+MNIST_FLOPS_PER_SAMPLE = 71_565_312
 
 
 def fail(message):
@@ -89,6 +93,9 @@ def main():
         missing = EPOCH_KEYS - set(event)
         if missing:
             fail(f"epoch_end lacks {sorted(missing)}")
+        if event["flops_per_sample"] != MNIST_FLOPS_PER_SAMPLE or \
+                abs(event["tflops_achieved"] - event["flops_per_sample"] * event["samples_per_s"] / 1e12) > 1e-9:
+            fail(f"epoch_end FLOPs: {event['flops_per_sample']} per sample, {event['tflops_achieved']} TFLOP/s")
         if abs(event["test_accuracy"] - accuracy) > 0.006:
             fail(f"console accuracy {accuracy} disagrees with the run log's {event['test_accuracy']}")
     if len(events[-1]["peak_rss_bytes"]) != start["world_size"]:

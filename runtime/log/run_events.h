@@ -51,6 +51,11 @@ struct EpochStats {
   double comm_s = 0.0;           // rank 0's summed allreduce windows
   double exposed_comm_s = 0.0;   // rank 0's communication not hidden behind backward
   int64_t bytes_allreduced = 0;  // per rank
+  int64_t bytes_allreduced_per_step = 0;  // per rank: the gradient bytes one optimizer step averages
+  double algbw_gbps = 0.0;  // bytes_allreduced / comm_s: the allreduce rate (GB/s) while buckets were in flight
+  double busbw_gbps = 0.0;  // algbw x 2 (n - 1) / n: what each rank's link carried (NCCL tests' convention)
+  int64_t net_tx_bytes_per_step = 0;  // rank 0's NIC bytes per step while training (sampler's interfaces)
+  int64_t net_rx_bytes_per_step = 0;
   int64_t skipped_steps = 0;     // optimizer steps skipped for NaN/inf gradients (fp16 overflow, skip-step)
   double flops_per_sample = 0.0;  // training FLOPs per sample, counted over the run's first steps (flop_counter.h)
   double tflops_achieved = 0.0;   // all ranks: flops_per_sample x train_samples / train_s / 1e12

@@ -49,6 +49,11 @@ std::string epoch_json(const EpochStats& s) {
   return record.add("comm_s", s.comm_s)
       .add("exposed_comm_s", s.exposed_comm_s)
       .add("bytes_allreduced", s.bytes_allreduced)
+      .add("bytes_allreduced_per_step", s.bytes_allreduced_per_step)
+      .add("algbw_gbps", s.algbw_gbps)
+      .add("busbw_gbps", s.busbw_gbps)
+      .add("net_tx_bytes_per_step", s.net_tx_bytes_per_step)
+      .add("net_rx_bytes_per_step", s.net_rx_bytes_per_step)
       .add("checkpoint", s.checkpoint_path)
       .str();
 }

@@ -150,6 +150,10 @@ std::vector<std::vector<ResourceSample>> gather_samples(Communicator& comm, cons
   return by_rank;
 }
 
+NetBytes read_network_bytes(const std::vector<std::string>& interfaces) {
+  return network_bytes(read_text("/proc/net/dev"), interfaces);
+}
+
 std::vector<std::string> network_interfaces_from_environment() {
   for (const char* variable : {"NCCL_SOCKET_IFNAME", "OMPI_MCA_btl_tcp_if_include"}) {
     const char* value = std::getenv(variable);
@@ -173,7 +177,7 @@ std::optional<int> nvml_index_of_cuda_device(int cuda_device) {
 
 ResourceSampler::ResourceSampler(ResourceSamplerOptions options) : options_(std::move(options)) {
   if (options_.nvml_index) gpu_ = NvmlDevice::open(*options_.nvml_index, nvml_note_);
-  const NetBytes net = network_bytes(read_text("/proc/net/dev"), options_.interfaces);
+  const NetBytes net = read_network_bytes(options_.interfaces);
   rx_start_ = net.rx;
   tx_start_ = net.tx;
   last_cpu_s_ = process_cpu_seconds(read_text("/proc/self/stat"), sysconf(_SC_CLK_TCK));
@@ -226,7 +230,7 @@ ResourceSample ResourceSampler::sample() {
   statm >> pages >> resident;
   s.rss_bytes = resident * sysconf(_SC_PAGESIZE);
   s.host_mem_used_bytes = host_memory_used_bytes(read_text("/proc/meminfo"));
-  const NetBytes net = network_bytes(read_text("/proc/net/dev"), options_.interfaces);
+  const NetBytes net = read_network_bytes(options_.interfaces);
   s.net_rx_bytes = net.rx - rx_start_;
   s.net_tx_bytes = net.tx - tx_start_;
   if (gpu_) {

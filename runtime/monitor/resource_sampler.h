@@ -99,4 +99,7 @@ struct NetBytes {
 };
 NetBytes network_bytes(const std::string& net_dev_text, const std::vector<std::string>& interfaces);
 
+// network_bytes of this host's /proc/net/dev now (zeros where there is none).
+NetBytes read_network_bytes(const std::vector<std::string>& interfaces);
+
 }  // namespace dtrain

@@ -71,7 +71,8 @@ Trainer::Trainer(const TrainConfig& config, const Workload& workload, Communicat
                return non_finite(epoch, first, last, what);
              }),
       seed_(config.train.seed),
-      activity_(activity) {
+      activity_(activity),
+      net_interfaces_(network_interfaces_from_environment()) {
   data_ = workload_.load_data(config_.data, static_cast<uint64_t>(seed_));
   DTRAIN_CHECK(data_.train && data_.test, Error, "workload '" << workload_.name() << "' loaded no dataset");
   DTRAIN_CHECK(data_.train->size() > 0 && data_.test->size() > 0, DataError,
@@ -205,8 +206,20 @@ TrainResult Trainer::run(RunInfo info) {
 
     Stopwatch phase;
     set_phase(Phase::kTraining, epoch);
+    const NetBytes net_before = read_network_bytes(net_interfaces_);
     const MetricSums train = train_epoch(epoch, stats);
     stats.train_s = phase.elapsed_s();
+    const NetBytes net_after = read_network_bytes(net_interfaces_);
+    if (stats.steps > 0) {
+      stats.bytes_allreduced_per_step = stats.bytes_allreduced / stats.steps;
+      stats.net_tx_bytes_per_step = (net_after.tx - net_before.tx) / stats.steps;
+      stats.net_rx_bytes_per_step = (net_after.rx - net_before.rx) / stats.steps;
+    }
+    if (stats.comm_s > 0) {
+      const double n = comm_.world_size();
+      stats.algbw_gbps = static_cast<double>(stats.bytes_allreduced) / stats.comm_s / 1e9;
+      stats.busbw_gbps = stats.algbw_gbps * 2.0 * (n - 1.0) / n;
+    }
     phase.reset();
     set_phase(Phase::kEvaluating, epoch);
     const MetricSums test = evaluate();
@@ -269,7 +282,7 @@ std::unique_ptr<ResourceSampler> Trainer::start_sampler() {
   if (config_.log.sample_interval_s <= 0) return nullptr;
   ResourceSamplerOptions options;
   options.interval_s = config_.log.sample_interval_s;
-  options.interfaces = network_interfaces_from_environment();
+  options.interfaces = net_interfaces_;
   if (device_.is_cuda()) options.nvml_index = nvml_index_of_cuda_device(device_.index());
   auto sampler = std::make_unique<ResourceSampler>(std::move(options));
   if (!sampler->nvml_note().empty()) logger_.info(sampler->nvml_note());

@@ -101,6 +101,7 @@ class Trainer final {
   int64_t flop_count_steps_ = 0;
   double counted_flops_ = 0.0;
   int64_t counted_samples_ = 0;
+  std::vector<std::string> net_interfaces_;  // whose bytes count (network_interfaces_from_environment)
 };
 
 }  // namespace dtrain

@@ -17,6 +17,8 @@ EPOCH_KEYS = {"epoch", "train_loss", "test_loss", "test_accuracy", "epoch_s", "s
 # fully connected layers 2.36 M + 2.6 k forward; backward the same again for every weight gradient and
 # for every input gradient but the first layer's (its input needs none).
 MNIST_FLOPS_PER_SAMPLE = 71_565_312
+# Its 1,199,882 float parameters: the gradient bytes every step averages across ranks.
+MNIST_GRADIENT_BYTES = 4 * 1_199_882
 
 
 def fail(message):
@@ -96,6 +98,14 @@ def main():
         if event["flops_per_sample"] != MNIST_FLOPS_PER_SAMPLE or \
                 abs(event["tflops_achieved"] - event["flops_per_sample"] * event["samples_per_s"] / 1e12) > 1e-9:
             fail(f"epoch_end FLOPs: {event['flops_per_sample']} per sample, {event['tflops_achieved']} TFLOP/s")
+        world = start["world_size"]
+        gradient_bytes = MNIST_GRADIENT_BYTES // (2 if "compress: bf16" in start["config"] else 1)
+        if event.get("bytes_allreduced_per_step") != (gradient_bytes if world > 1 else 0) or \
+                abs(event["busbw_gbps"] - event["algbw_gbps"] * 2 * (world - 1) / world) > 1e-9 or \
+                event["net_tx_bytes_per_step"] < 0 or event["net_rx_bytes_per_step"] < 0:
+            fail("epoch_end communication figures: " + ", ".join(
+                f"{k}={event.get(k)}" for k in ("bytes_allreduced_per_step", "algbw_gbps", "busbw_gbps",
+                                                "net_tx_bytes_per_step", "net_rx_bytes_per_step")))
         if abs(event["test_accuracy"] - accuracy) > 0.006:
             fail(f"console accuracy {accuracy} disagrees with the run log's {event['test_accuracy']}")
     if len(events[-1]["peak_rss_bytes"]) != start["world_size"]:

@@ -38,8 +38,7 @@ class TrainStep {
   // Rank 0 only, in eval mode after the epoch's evaluation, every log.sample_every epochs and after the
   // last: writes what the model makes (a GAN's grid of images) for `epoch` into the directory `dir`, with
   // no collective, and returns the paths written.
-  virtual std::vector<std::string> write_samples(const std::string& dir, int64_t epoch, TrainState& state) {
-    (void)dir, (void)epoch, (void)state;
+  virtual std::vector<std::string> write_samples(const std::string& /*dir*/, int64_t /*epoch*/, TrainState& /*state*/) {
     return {};
   }
 };

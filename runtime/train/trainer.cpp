@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <numeric>
+#include <optional>
 
 #include "runtime/data/distributed_sampler.h"
 #include "runtime/monitor/flop_counter.h"
@@ -368,15 +369,14 @@ MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
                      sample_seed};
     if (micro.first) sync_buffers();
     state_.begin_micro_batch(micro);
-    if (flop_count_steps_ < kFlopCountSteps) {
-      // Counting costs a little host time per op; only these first steps pay it.
-      FlopCounter counter;
-      step_->train(batch, state_, group_sums);
-      counted_flops_ += counter.flops();
+    std::optional<FlopCounter> counter;  // counting costs a little host time per op: only the first steps pay it
+    if (flop_count_steps_ < kFlopCountSteps) counter.emplace();
+    step_->train(batch, state_, group_sums);
+    if (counter) {
+      counted_flops_ += counter->flops();
+      counter.reset();
       counted_samples_ += count;
       ++flop_count_steps_;
-    } else {
-      step_->train(batch, state_, group_sums);
     }
     const StepCommStats comm = state_.take_comm_stats();
     stats.comm_s += comm.comm_s;

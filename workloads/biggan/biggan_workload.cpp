@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,25 +48,29 @@ class GeneratorAverageImpl final : public torch::nn::Module {
 };
 TORCH_MODULE(GeneratorAverage);
 
-// BigGAN-PyTorch's utils.ema over the state dict: floating-point parameters and buffers (BatchNorm's
-// running statistics, spectral norm's vectors) move towards the generator's, ema += (1 - decay)(g - ema);
-// integer buffers are copied.
-void update_average(torch::nn::Module& average, torch::nn::Module& source, double decay) {
-  at::NoGradGuard no_grad;
-  const auto target = average.named_parameters();
-  for (const auto& p : source.named_parameters()) target[p.key()].lerp_(p.value(), 1.0 - decay);
-  const auto target_buffers = average.named_buffers();
-  for (const auto& b : source.named_buffers()) {
-    at::Tensor t = target_buffers[b.key()];
-    if (at::isFloatingType(t.scalar_type())) {
-      t.lerp_(b.value(), 1.0 - decay);
-    } else {
-      t.copy_(b.value());
+// The state BigGAN-PyTorch's utils.ema averages: every parameter and buffer of the average with the
+// generator's of the same name, matched once (the tensors keep their identity for the whole run).
+struct AveragedState {
+  std::vector<std::pair<at::Tensor, at::Tensor>> floating;  // (average's, generator's): moved towards
+  std::vector<std::pair<at::Tensor, at::Tensor>> integer;   // copied (num_batches_tracked)
+
+  AveragedState(torch::nn::Module& average, torch::nn::Module& source) {
+    const auto params = average.named_parameters();
+    for (const auto& p : source.named_parameters()) floating.emplace_back(params[p.key()], p.value());
+    const auto buffers = average.named_buffers();
+    for (const auto& b : source.named_buffers()) {
+      (at::isFloatingType(b.value().scalar_type()) ? floating : integer).emplace_back(buffers[b.key()], b.value());
     }
   }
-}
 
-void copy_state(torch::nn::Module& to, torch::nn::Module& from) { update_average(to, from, 0.0); }
+  // ema += (1 - decay)(g - ema) for floating-point parameters and buffers (BatchNorm's running
+  // statistics, spectral norm's vectors); integer buffers are copied.
+  void update(double decay) const {
+    at::NoGradGuard no_grad;
+    for (const auto& [target, value] : floating) target.lerp_(value, 1.0 - decay);
+    for (const auto& [target, value] : integer) target.copy_(value);
+  }
+};
 
 void set_requires_grad(torch::nn::Module& module, bool on) {
   for (at::Tensor& p : module.parameters()) p.set_requires_grad(on);
@@ -166,7 +171,6 @@ class GanStep final : public TrainStep {
     Latents fixed = draw_latents(static_cast<uint64_t>(state.options().seed) ^ kSampleGrid, indices, net.dim_z, net.classes);
     fixed.classes = at::arange(rows, at::kLong).repeat_interleave(columns);
     fixed = on(state, generator, std::move(fixed));
-    generator.eval();
     at::Tensor images;
     {
       at::NoGradGuard no_grad;
@@ -200,13 +204,17 @@ class GanStep final : public TrainStep {
     const TrainOptions& options = state.options();
     if (options.ema_decay <= 0) return;
     auto& average = state.module_as<GeneratorAverageImpl>(kAverage);
-    if (average_updates_ < 0) average_updates_ = average.updates.item<int64_t>();  // once per run: after a resume
-    const double decay = average_updates_ < options.ema_start ? 0.0 : options.ema_decay;
-    update_average(*average.generator, state.module(kGenerator), decay);
+    if (!averaged_) {
+      // Once per run, after any resume: the pairs to average and the update count so far.
+      averaged_.emplace(*average.generator, state.module(kGenerator));
+      average_updates_ = average.updates.item<int64_t>();
+    }
+    averaged_->update(average_updates_ < options.ema_start ? 0.0 : options.ema_decay);
     average.updates.fill_(++average_updates_);
   }
 
-  int64_t average_updates_ = -1;  // host copy of GeneratorAverage::updates; -1 until read
+  std::optional<AveragedState> averaged_;
+  int64_t average_updates_ = 0;  // host copy of GeneratorAverage::updates
 };
 
 bool holds_cifar10(const std::string& dir) {
@@ -308,7 +316,7 @@ class BigGanWorkload final : public Workload {
     std::vector<NamedModule> modules{{kGenerator, generator.ptr()}, {kDiscriminator, BigGanDiscriminator(net).ptr()}};
     if (options.ema_decay > 0) {
       auto average = GeneratorAverage(net);
-      copy_state(*average->generator, *generator);
+      AveragedState(*average->generator, *generator).update(0.0);  // starts as a copy
       NamedModule entry{kAverage, average.ptr()};
       entry.trained = false;
       modules.push_back(std::move(entry));

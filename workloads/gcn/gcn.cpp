@@ -41,22 +41,27 @@ at::Tensor Gcn::forward(const at::Tensor& nodes) {
 
 void Gcn::to(torch::Device device, torch::Dtype dtype, bool non_blocking) {
   Model::to(device, dtype, non_blocking);
-  feature_indices_ = feature_indices_.to(device, non_blocking);
-  feature_values_ = feature_values_.to(device, dtype, non_blocking);
-  adjacency_ = adjacency_.to(device, dtype, non_blocking);
+  move_graph(device, dtype, non_blocking);
 }
 
 void Gcn::to(torch::Dtype dtype, bool non_blocking) {
   Model::to(dtype, non_blocking);
-  feature_values_ = feature_values_.to(dtype, non_blocking);
-  adjacency_ = adjacency_.to(dtype, non_blocking);
+  move_graph(std::nullopt, dtype, non_blocking);
 }
 
 void Gcn::to(torch::Device device, bool non_blocking) {
   Model::to(device, non_blocking);
-  feature_indices_ = feature_indices_.to(device, non_blocking);
-  feature_values_ = feature_values_.to(device, non_blocking);
-  adjacency_ = adjacency_.to(device, non_blocking);
+  move_graph(device, std::nullopt, non_blocking);
+}
+
+void Gcn::move_graph(std::optional<torch::Device> device, std::optional<torch::Dtype> dtype, bool non_blocking) {
+  auto move = [&](const at::Tensor& t, bool floating) {
+    return t.to(device.value_or(t.device()), floating ? dtype.value_or(t.scalar_type()) : t.scalar_type(),
+                non_blocking);
+  };
+  feature_indices_ = move(feature_indices_, false);
+  feature_values_ = move(feature_values_, true);
+  adjacency_ = move(adjacency_, true);
 }
 
 }  // namespace dtrain

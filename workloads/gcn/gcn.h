@@ -14,6 +14,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
+#include <optional>
 #include <vector>
 
 #include "runtime/train/workload.h"
@@ -45,6 +46,9 @@ class Gcn final : public Model {
   void to(torch::Device device, bool non_blocking = false) override;
 
  private:
+  // The graph, which is no parameter or buffer, follows the module; indices keep their integer type.
+  void move_graph(std::optional<torch::Device> device, std::optional<torch::Dtype> dtype, bool non_blocking);
+
   at::Tensor feature_indices_;  // [2, nnz] of X, coalesced
   at::Tensor feature_values_;   // [nnz]
   std::vector<int64_t> feature_sizes_;

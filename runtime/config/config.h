@@ -79,6 +79,13 @@ struct CommOptions {
   Compression compress = Compression::kNone;  // bf16 halves the bytes of fp32 gradient buckets on the wire
 };
 
+// Training steps first..last of a run, counted from 1 across epochs; first == 0 means none.
+struct StepRange {
+  int64_t first = 0;
+  int64_t last = 0;
+  bool empty() const { return first == 0; }
+};
+
 struct LogOptions {
   std::string dir = "dtrain-logs";
   LogFormat format = LogFormat::kKatib;
@@ -86,6 +93,8 @@ struct LogOptions {
   bool progress_bar = true;  // only drawn when stderr is a terminal
   int64_t sample_every = 0;  // generative workloads: epochs between sample images in the run directory; 0 = none
   double sample_interval_s = 1.0;  // seconds between resource samples (CPU, memory, GPU, network) per rank; 0 = none
+  StepRange profile_steps;  // steps profiled with LibTorch's profiler (trace and operations table); none by default
+  int64_t profile_rank = 0;  // the rank that profiles them
 };
 
 struct CheckpointOptions {

@@ -225,6 +225,37 @@ ConfigField int_list_field(std::string key, std::string flag, std::string help, 
   return field;
 }
 
+// "A:B" with 1 <= A <= B (steps A to B), or "" for none.
+ConfigField step_range_field(std::string key, std::string flag, std::string help, Ref<StepRange> ref) {
+  ConfigField field = make_field(key, std::move(flag), std::move(help), "A:B");
+  field.parse = [key, ref](TrainConfig& c, const std::string& text, const std::string& origin) {
+    const std::string expected = "FIRST:LAST with 1 <= FIRST <= LAST (training steps, counted from 1 across epochs), "
+                                 "such as 20:25, or an empty string for none";
+    if (text.empty()) {
+      ref(c) = StepRange{};
+      return;
+    }
+    const size_t colon = text.find(':');
+    if (colon == std::string::npos) bad_value(key, origin, expected, text);
+    StepRange range;
+    const char* begin = text.data();
+    auto first = std::from_chars(begin, begin + colon, range.first);
+    auto last = std::from_chars(begin + colon + 1, begin + text.size(), range.last);
+    if (colon == 0 || first.ec != std::errc() || first.ptr != begin + colon || last.ec != std::errc() ||
+        last.ptr != begin + text.size() || colon + 1 == text.size() || range.first < 1 || range.last < range.first ||
+        range.last > kMaxCount) {
+      bad_value(key, origin, expected, text);
+    }
+    ref(c) = range;
+  };
+  field.format = [ref](const TrainConfig& c) {
+    const StepRange& range = ref(const_cast<TrainConfig&>(c));
+    return range.empty() ? std::string() : std::to_string(range.first) + ":" + std::to_string(range.last);
+  };
+  field.copy = [ref](TrainConfig& to, const TrainConfig& from) { ref(to) = ref(const_cast<TrainConfig&>(from)); };
+  return field;
+}
+
 template <class E>
 ConfigField enum_field(std::string key, std::string flag, std::string help, Ref<E> ref, std::vector<E> values) {
   std::string choices;
@@ -393,6 +424,12 @@ std::vector<ConfigField> build_fields() {
                           "seconds between samples of each rank's CPU, memory, GPU and network use, written to the "
                           "run log as `sample` events (0 = none)",
                           [](TrainConfig& c) -> double& { return c.log.sample_interval_s; }, 0.0, true, 3600.0));
+  f.push_back(step_range_field("log.profile_steps", "profile-steps",
+                               "profile training steps FIRST:LAST (counted from 1 across epochs) with LibTorch's "
+                               "profiler: a Chrome trace and a table of the top operations in the run directory",
+                               [](TrainConfig& c) -> StepRange& { return c.log.profile_steps; }));
+  f.push_back(int_field("log.profile_rank", "profile-rank", "the rank that runs the profiler of log.profile_steps",
+                        [](TrainConfig& c) -> int64_t& { return c.log.profile_rank; }, 0, kMaxCount));
 
   f.push_back(string_field("checkpoint.dir", "checkpoint-dir", "directory for per-epoch checkpoints",
                            [](TrainConfig& c) -> std::string& { return c.checkpoint.dir; }, false));

@@ -26,6 +26,20 @@ struct RunInfo {
   int64_t train_samples = 0;
   int64_t test_samples = 0;
   int64_t parameters = 0;
+  std::string accelerator;   // rank 0's GPU product name ("" without a GPU or NVML)
+  double peak_tflops = 0.0;  // one device's peak behind the mfu figures; 0 = unknown
+};
+
+// The files of a --profile-steps window, in rank 0's run directory.
+struct ProfileRecord {
+  int rank = 0;
+  int64_t first_step = 0;
+  int64_t last_step = 0;
+  bool kineto = false;  // LibTorch's trace (with device activity) rather than dtrain's CPU-only one
+  bool cuda = false;
+  int64_t events = 0;
+  std::string trace_path;
+  std::string table_path;
 };
 
 struct ProgressInfo {

@@ -136,6 +136,8 @@ void RunLogger::run_start(const RunInfo& info) {
                   .add("train_samples", info.train_samples)
                   .add("test_samples", info.test_samples)
                   .add("parameters", info.parameters)
+                  .add("accelerator", info.accelerator)
+                  .add("peak_tflops", info.peak_tflops)
                   .add("config", info.config_yaml)
                   .str());
 }
@@ -218,6 +220,26 @@ void RunLogger::samples_written(int64_t epoch, const std::vector<std::string>& p
   out_ << "samples of epoch " << epoch << ": " << listed << "\n";
   flush_console();
   write_event(event("samples").add("epoch", epoch).add("paths", paths).str());
+}
+
+void RunLogger::profile_written(const ProfileRecord& record) {
+  if (!is_root_) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  clear_bar();
+  out_ << "profile of steps " << record.first_step << "-" << record.last_step << " on rank " << record.rank << ": "
+       << record.trace_path << " (open in ui.perfetto.dev), " << record.table_path
+       << (record.kineto ? "" : " (this LibTorch has no Kineto: CPU operators only)") << "\n";
+  flush_console();
+  write_event(event("profile")
+                  .add("rank", record.rank)
+                  .add("first_step", record.first_step)
+                  .add("last_step", record.last_step)
+                  .add("kineto", record.kineto)
+                  .add("cuda", record.cuda)
+                  .add("events", record.events)
+                  .add("trace", record.trace_path)
+                  .add("table", record.table_path)
+                  .str());
 }
 
 void RunLogger::resource_samples(int rank, const std::vector<ResourceSample>& samples) {

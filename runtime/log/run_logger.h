@@ -40,6 +40,9 @@ class RunLogger final {
   // console line.
   void samples_written(int64_t epoch, const std::vector<std::string>& paths);
 
+  // A `profile` record with the trace and table paths of a --profile-steps window, and a console line.
+  void profile_written(const ProfileRecord& record);
+
   // One `sample` record per entry of `samples`, rank `rank`'s resource use over time.
   void resource_samples(int rank, const std::vector<ResourceSample>& samples);
 

@@ -33,6 +33,7 @@ struct NvmlDevice::Api {
   nvmlReturn_t (*memory)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
   nvmlReturn_t (*power)(nvmlDevice_t, unsigned int*) = nullptr;
   nvmlReturn_t (*clock)(nvmlDevice_t, int, unsigned int*) = nullptr;
+  nvmlReturn_t (*name)(nvmlDevice_t, char*, unsigned int) = nullptr;
   bool initialised = false;
 
   ~Api() {
@@ -63,6 +64,7 @@ std::unique_ptr<NvmlDevice> NvmlDevice::open(int index, std::string& why) {
     why = "libnvidia-ml.so.1 lacks a function the sampler needs: no GPU samples";
     return nullptr;
   }
+  api->bind(api->name, "nvmlDeviceGetName");  // optional: only the MFU's peak lookup needs it
   if (nvmlReturn_t rc = api->init(); rc != kNvmlSuccess) {
     why = std::string("nvmlInit failed (") + api->error_string(rc) + "): no GPU samples";
     return nullptr;
@@ -79,6 +81,12 @@ std::unique_ptr<NvmlDevice> NvmlDevice::open(int index, std::string& why) {
 NvmlDevice::NvmlDevice(std::unique_ptr<Api> api, void* handle) : api_(std::move(api)), handle_(handle) {}
 
 NvmlDevice::~NvmlDevice() = default;
+
+std::string NvmlDevice::name() const {
+  char text[96] = {};  // NVML_DEVICE_NAME_V2_BUFFER_SIZE
+  if (api_->name == nullptr || api_->name(handle_, text, sizeof text) != kNvmlSuccess) return "";
+  return text;
+}
 
 NvmlReading NvmlDevice::read() const {
   NvmlReading r;

@@ -28,6 +28,8 @@ class NvmlDevice final {
 
   // One reading; a query the device does not support leaves its field empty. Thread-compatible.
   NvmlReading read() const;
+  // The product name ("NVIDIA H100 80GB HBM3"), or "" when NVML cannot tell.
+  std::string name() const;
 
  private:
   struct Api;

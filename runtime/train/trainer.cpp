@@ -1,16 +1,21 @@
 #include "runtime/train/trainer.h"
 
 #include <ATen/ATen.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <torch/optim/optimizer.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <numeric>
 #include <optional>
 
 #include "runtime/data/distributed_sampler.h"
 #include "runtime/monitor/flop_counter.h"
+#include "runtime/monitor/nvml.h"
+#include "runtime/monitor/op_profiler.h"
+#include "runtime/monitor/peak_flops.h"
 #include "runtime/monitor/resource_sampler.h"
 #include "runtime/nn/batch_norm.h"
 #include "runtime/train/optimizer_factory.h"
@@ -75,6 +80,9 @@ Trainer::Trainer(const TrainConfig& config, const Workload& workload, Communicat
       activity_(activity),
       net_interfaces_(network_interfaces_from_environment()) {
   data_ = workload_.load_data(config_.data, static_cast<uint64_t>(seed_));
+  DTRAIN_CHECK(config_.log.profile_rank < comm_.world_size(), ConfigError,
+               "log.profile_rank is " << config_.log.profile_rank << ", but the run has ranks 0 to "
+                                      << comm_.world_size() - 1);
   DTRAIN_CHECK(data_.train && data_.test, Error, "workload '" << workload_.name() << "' loaded no dataset");
   DTRAIN_CHECK(data_.train->size() > 0 && data_.test->size() > 0, DataError,
                "workload '" << workload_.name() << "' loaded an empty dataset (" << data_.train->size() << " train, "
@@ -173,7 +181,11 @@ TrainResult Trainer::run(RunInfo info) {
     if (!m.optimizer) continue;  // a copy the step keeps (a moving average) trains nothing of its own
     for (const at::Tensor& p : m.module->parameters()) info.parameters += p.numel();
   }
+  peak_tflops_ = resolve_peak_tflops();
+  info.accelerator = accelerator_;
+  info.peak_tflops = peak_tflops_;
   logger_.run_start(info);
+  if (!peak_note_.empty()) logger_.info(peak_note_);
   if (!resume_note_.empty()) logger_.info(resume_note_);
   std::unique_ptr<ResourceSampler> sampler = start_sampler();
 
@@ -250,8 +262,8 @@ TrainResult Trainer::run(RunInfo info) {
     stats.samples_per_s = stats.train_s > 0 ? static_cast<double>(stats.train_samples) / stats.train_s : 0.0;
     stats.flops_per_sample = counted_samples_ > 0 ? counted_flops_ / static_cast<double>(counted_samples_) : 0.0;
     stats.tflops_achieved = stats.flops_per_sample * stats.samples_per_s / 1e12;
-    if (config_.train.peak_tflops > 0) {
-      stats.mfu = stats.tflops_achieved / (config_.train.peak_tflops * comm_.world_size());
+    if (peak_tflops_ > 0) {
+      stats.mfu = stats.tflops_achieved / (peak_tflops_ * comm_.world_size());
     }
     const int64_t sample_every = config_.log.sample_every;
     if (sample_every > 0 && (epoch % sample_every == 0 || epoch == config_.train.epochs) && comm_.is_root()) {
@@ -273,6 +285,7 @@ TrainResult Trainer::run(RunInfo info) {
   if (!result.epochs.empty()) summary.final_test = result.epochs.back().test;
   const at::Tensor peaks = comm_.allgather(at::tensor(peak_rss_bytes(), at::kLong));
   summary.peak_rss_bytes.assign(peaks.data_ptr<int64_t>(), peaks.data_ptr<int64_t>() + peaks.numel());
+  finish_profile();  // a window that reaches past the run's last step
   summary.total_s = total.elapsed_s();
   if (sampler) log_samples(*sampler);
   logger_.run_end(summary);
@@ -293,6 +306,83 @@ std::unique_ptr<ResourceSampler> Trainer::start_sampler() {
 void Trainer::log_samples(ResourceSampler& sampler) {
   const std::vector<std::vector<ResourceSample>> by_rank = gather_samples(comm_, sampler.take());
   for (size_t rank = 0; rank < by_rank.size(); ++rank) logger_.resource_samples(static_cast<int>(rank), by_rank[rank]);
+}
+
+double Trainer::resolve_peak_tflops() {
+  if (device_.is_cuda()) {
+    if (std::optional<int> index = nvml_index_of_cuda_device(device_.index())) {
+      std::string why;
+      if (std::unique_ptr<NvmlDevice> gpu = NvmlDevice::open(*index, why)) accelerator_ = gpu->name();
+    }
+  }
+  if (config_.train.peak_tflops > 0) return config_.train.peak_tflops;
+  if (!device_.is_cuda()) return 0.0;
+  const std::optional<GpuPeak> peak = gpu_peak_tflops(accelerator_, config_.train.precision);
+  if (!peak) {
+    peak_note_ = ("mfu: no peak TFLOP/s known for " + (accelerator_.empty() ? std::string("this GPU") : "'" + accelerator_ + "'") +
+                 " at " + to_string(config_.train.precision) + "; give it with --peak-tflops");
+    return 0.0;
+  }
+  peak_note_ = ("mfu against the " + peak->model + "'s data-sheet peak of " + format_lr(peak->tflops) + " TFLOP/s (" +
+               to_string(config_.train.precision) + ", dense)");
+  return peak->tflops;
+}
+
+void Trainer::profile_before_step() {
+  ++run_step_;
+  const StepRange& window = config_.log.profile_steps;
+  if (window.empty() || profile_window_ != ProfileWindow::kBefore || run_step_ != window.first) return;
+  profile_window_ = ProfileWindow::kInside;
+  if (comm_.rank() == config_.log.profile_rank) profiler_ = std::make_unique<OpProfiler>(device_.is_cuda());
+}
+
+void Trainer::profile_after_step() {
+  if (profile_window_ == ProfileWindow::kInside && run_step_ == config_.log.profile_steps.last) finish_profile();
+}
+
+void Trainer::finish_profile() {
+  if (profile_window_ != ProfileWindow::kInside) return;
+  profile_window_ = ProfileWindow::kDone;
+  const int root = static_cast<int>(config_.log.profile_rank);
+  ProfileOutput out;
+  if (profiler_) {
+    if (device_.is_cuda()) at::detail::getCUDAHooks().deviceSynchronize(device_.index());  // the window's kernels
+    out = profiler_->stop();
+    profiler_.reset();
+  }
+  // The profiling rank's files go to rank 0, which holds the run directory (possibly on another node).
+  at::Tensor sizes = at::tensor({static_cast<int64_t>(out.trace_json.size()), static_cast<int64_t>(out.table_csv.size()),
+                                 static_cast<int64_t>(out.kineto), static_cast<int64_t>(out.cuda), out.events},
+                                at::kLong);
+  if (root != 0) {
+    comm_.broadcast(sizes, root);
+    at::Tensor bytes = at::empty({sizes[0].item<int64_t>() + sizes[1].item<int64_t>()}, at::kByte);
+    if (comm_.rank() == root) {
+      std::memcpy(bytes.data_ptr<uint8_t>(), out.trace_json.data(), out.trace_json.size());
+      std::memcpy(bytes.data_ptr<uint8_t>() + out.trace_json.size(), out.table_csv.data(), out.table_csv.size());
+    }
+    comm_.broadcast(bytes, root);
+    const char* data = reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>());
+    out.trace_json.assign(data, static_cast<size_t>(sizes[0].item<int64_t>()));
+    out.table_csv.assign(data + out.trace_json.size(), static_cast<size_t>(sizes[1].item<int64_t>()));
+    out.kineto = sizes[2].item<int64_t>() != 0;
+    out.cuda = sizes[3].item<int64_t>() != 0;
+    out.events = sizes[4].item<int64_t>();
+  }
+  if (!comm_.is_root()) return;
+  ProfileRecord record;
+  record.rank = root;
+  record.first_step = config_.log.profile_steps.first;
+  record.last_step = std::min(config_.log.profile_steps.last, run_step_);
+  record.kineto = out.kineto;
+  record.cuda = out.cuda;
+  record.events = out.events;
+  const std::string stem = "profile-rank" + std::to_string(root);
+  record.trace_path = logger_.run_dir() + "/" + stem + ".trace.json";
+  record.table_path = logger_.run_dir() + "/" + stem + "-ops.csv";
+  write_file_atomically(record.trace_path, out.trace_json);
+  write_file_atomically(record.table_path, out.table_csv);
+  logger_.profile_written(record);
 }
 
 NonFiniteError Trainer::non_finite(int64_t epoch, int64_t first_step, int64_t last_step, const std::string& what) const {
@@ -371,7 +461,9 @@ MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
     state_.begin_micro_batch(micro);
     std::optional<FlopCounter> counter;  // counting costs a little host time per op: only the first steps pay it
     if (flop_count_steps_ < kFlopCountSteps) counter.emplace();
+    profile_before_step();
     step_->train(batch, state_, group_sums);
+    profile_after_step();
     if (counter) {
       counted_flops_ += counter->flops();
       counter.reset();

@@ -26,6 +26,7 @@
 
 namespace dtrain {
 
+class OpProfiler;
 class ResourceSampler;
 
 // Builds the gradient reducer of one module's parameters and buffers (the caller picks the class).
@@ -82,6 +83,15 @@ class Trainer final {
   std::unique_ptr<ResourceSampler> start_sampler();
   // Collective: every rank's samples since the last call into rank 0's run log.
   void log_samples(ResourceSampler& sampler);
+  // log.profile_steps: starts the profiler on log.profile_rank before the window's first step; after its
+  // last step (or at the end of a run that ends inside it) stops it and, collectively, brings the trace
+  // and the operations table to rank 0's run directory.
+  void profile_before_step();
+  void profile_after_step();
+  void finish_profile();
+  // The peak TFLOP/s of one device for the mfu of epoch records: train.peak_tflops, else the table's
+  // figure for this GPU and precision (see peak_flops.h), else 0. Sets accelerator_ and peak_note_.
+  double resolve_peak_tflops();
 
   const TrainConfig config_;
   const Workload& workload_;
@@ -102,6 +112,12 @@ class Trainer final {
   double counted_flops_ = 0.0;
   int64_t counted_samples_ = 0;
   std::vector<std::string> net_interfaces_;  // whose bytes count (network_interfaces_from_environment)
+  std::string accelerator_;  // the GPU's product name, when NVML tells
+  double peak_tflops_ = 0.0;
+  std::string peak_note_;  // where the peak came from, printed after the run header
+  int64_t run_step_ = 0;  // training steps of this run so far, across epochs
+  enum class ProfileWindow { kBefore, kInside, kDone } profile_window_ = ProfileWindow::kBefore;
+  std::unique_ptr<OpProfiler> profiler_;  // on log.profile_rank, inside the window
 };
 
 }  // namespace dtrain

@@ -10,6 +10,9 @@ namespace dtrain {
 // The system's text for an errno value, e.g. "No space left on device".
 std::string errno_text(int code);
 
+// The whole content of `path`. Throws IoError naming the path and the reason.
+std::string read_file(const std::string& path);
+
 // Writes `bytes` to `path` through `<path>.tmp`: write, fsync, rename, fsync of the directory. A crash
 // leaves the old file or the new one, never a mix; on failure the temporary file is removed and
 // IoError says what failed ("cannot write '<path>.tmp': No space left on device").

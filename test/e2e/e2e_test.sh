@@ -38,6 +38,30 @@ else
 fi
 [ -f ck1/checkpoint-epoch-000002.pt ] && pass "checkpoint written per epoch" || fail "no checkpoint for epoch 2"
 
+# 1b. --profile-steps on rank 1: its trace and operations table reach rank 0's run directory.
+if run_np 2 "${fast[@]}" --epochs 1 --profile-steps 2:3 --profile-rank 1 --log-dir logs-prof --checkpoint=false \
+     >out-prof.txt 2>&1 &&
+   /usr/bin/python3 - logs-prof/*/ <<'PY'
+import csv, json, pathlib, sys
+run = pathlib.Path(sys.argv[1])
+record = [json.loads(l) for l in open(run / "events.jsonl") if '"event":"profile"' in l]
+assert len(record) == 1 and record[0]["rank"] == 1 and (record[0]["first_step"], record[0]["last_step"]) == (2, 3), record
+trace = json.load(open(run / "profile-rank1.trace.json"))
+names = {e.get("name") for e in trace["traceEvents"]}
+assert "aten::addmm" in names, sorted(names)[:20]
+rows = {r["name"]: r for r in csv.DictReader(open(run / "profile-rank1-ops.csv"))}
+# Two steps of the mnist net: 2 convolutions forward and backward per step, fc1 and fc2 by addmm.
+assert int(rows["aten::addmm"]["calls"]) == 4, rows["aten::addmm"]
+assert int(rows["aten::convolution_backward"]["calls"]) == 4, rows["aten::convolution_backward"]
+for r in rows.values():
+    assert 0 <= float(r["self_cpu_us"]) <= float(r["total_cpu_us"]) + 1e-3, r
+PY
+then
+  pass "--profile-steps 2:3 --profile-rank 1 writes a trace and an operations table into rank 0's run directory"
+else
+  fail "profile of rank 1"; cat out-prof.txt
+fi
+
 # 2. PyTorch format on one rank, started without mpirun.
 if timeout 300 "$dtrain" "${cpu[@]}" "${fast[@]}" --log-format pytorch --log-dir logs2 --checkpoint=false >out2.txt 2>&1 &&
    /usr/bin/python3 "$here/check_run_output.py" out2.txt logs2 1 pytorch; then
@@ -82,6 +106,8 @@ expect_error() {  # expect_error STATUS "MESSAGE" ARGS...
 expect_error 2 "--batch-size (train.batch_size) must be an integer in [1, 1073741824], got '-4'" --batch-size -4
 expect_error 2 "unknown workload 'mnsit'; available: alexnet, biggan, cifar10, gcn, image-classifier, mnist, resnet18, resnet50" --workload mnsit
 expect_error 2 "bogus" --bogus 1
+expect_error 2 "log.profile_rank is 2, but the run has ranks 0 to 1" "${fast[@]}" --profile-steps 1:2 --profile-rank 2
+expect_error 2 "--profile-steps (log.profile_steps) must be FIRST:LAST with 1 <= FIRST <= LAST" --profile-steps 5:3
 expect_error 2 "train.precision (from --precision) 'fp16' needs comm.device 'cuda'" --precision fp16
 printf 'train:\n  bach_size: 3\n' >bad.yaml
 expect_error 2 "bad.yaml: unknown key 'train.bach_size'" --config bad.yaml

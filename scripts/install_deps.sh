@@ -15,6 +15,7 @@ packages=(
   python3 python3-torch          # the PyTorch DDP peer for bench/ and the test output checkers
   python3-torchvision python3-pil  # model-zoo and DataLoader peers; test images in real JPEG/PNG files
   python3-yaml python3-jsonschema  # deploy/k8s's generator and the offline MPIJob validation
+  python3-pandas python3-matplotlib  # dtrain-report: a study's tables and plots
   slurm-wlm munge                # a local Slurm cluster for deploy/slurm's test
   buildah debootstrap            # container images without a Docker engine or registry (deploy/docker)
 )

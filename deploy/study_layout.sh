@@ -1,0 +1,76 @@
+# Sourced by the study runners (deploy/local, deploy/slurm, deploy/k8s): the one layout of a study
+# directory that dtrain-report reads (docs/studies.md).
+#
+#   STUDY/n02-r1/labels.yaml    platform, nodes, ranks, GPUs per node, accelerator, repetition, ...
+#   STUDY/n02-r1/command.txt    the launch command
+#   STUDY/n02-r1/launcher.log   the launcher's output: dtrain's console (Katib lines) and bash time's lines
+#   STUDY/n02-r1/result.yaml    exit code, result, start and end time, the runner's wall time
+#   STUDY/n02-r1/logs/          dtrain's --log-dir: <time>-<workload>/events.jsonl, config.yaml, profiles
+#
+# Functions print errors naming the runner (STUDY_RUNNER) and return non-zero.
+
+STUDY_RUNNER=${STUDY_RUNNER:-study}
+
+# study_run_dir OUT NODES REP: the run's directory, e.g. OUT/n04-r2 (zero-padded, so it sorts by size).
+study_run_dir() {
+  printf '%s/n%02d-r%d' "$1" "$2" "$3"
+}
+
+# study_check_sizes "1 2 4" REPS: both are positive integers.
+study_check_sizes() {
+  local size
+  for size in $1; do
+    case "$size" in
+      ''|*[!0-9]*|0) echo "$STUDY_RUNNER: --sizes takes positive integers, got '$size'" >&2; return 2 ;;
+    esac
+  done
+  [ -n "$(echo $1)" ] || { echo "$STUDY_RUNNER: --sizes is empty" >&2; return 2; }
+  case "$2" in
+    ''|*[!0-9]*|0) echo "$STUDY_RUNNER: --reps takes a positive integer, got '$2'" >&2; return 2 ;;
+  esac
+}
+
+# study_write_labels DIR KEY=VALUE...: DIR/labels.yaml, one flat YAML mapping. Integers stay numbers;
+# everything else is a quoted string.
+study_write_labels() {
+  local dir=$1 pair key value
+  shift
+  : >"$dir/labels.yaml.tmp"
+  for pair in "$@"; do
+    key=${pair%%=*}
+    value=${pair#*=}
+    case "$key" in
+      ''|*[!a-z0-9_]*) echo "$STUDY_RUNNER: label name '$key' must be lower-case letters, digits and _" >&2; return 2 ;;
+    esac
+    case "$value" in
+      *'"'*|*'\'*|*$'\n'*) echo "$STUDY_RUNNER: label $key='$value' must not hold quotes, backslashes or newlines" >&2; return 2 ;;
+    esac
+    if [[ "$value" =~ ^-?[0-9]+$ ]]; then
+      printf '%s: %s\n' "$key" "$value" >>"$dir/labels.yaml.tmp"
+    else
+      printf '%s: "%s"\n' "$key" "$value" >>"$dir/labels.yaml.tmp"
+    fi
+  done
+  mv "$dir/labels.yaml.tmp" "$dir/labels.yaml"
+}
+
+# study_now: seconds since the epoch, to the millisecond.
+study_now() {
+  date +%s.%3N
+}
+
+# study_write_result DIR EXIT_CODE STARTED FINISHED [RESULT]: DIR/result.yaml. STARTED and FINISHED come
+# from study_now; RESULT defaults to succeeded (exit code 0) or failed.
+study_write_result() {
+  local dir=$1 code=$2 started=$3 finished=$4 result=${5:-}
+  if [ -z "$result" ]; then
+    if [ "$code" -eq 0 ]; then result=succeeded; else result=failed; fi
+  fi
+  {
+    printf 'result: "%s"\n' "$result"
+    printf 'exit_code: %s\n' "$code"
+    printf 'started: "%s"\n' "$(date -u -d "@$started" +%Y-%m-%dT%H:%M:%S.%3NZ)"
+    printf 'finished: "%s"\n' "$(date -u -d "@$finished" +%Y-%m-%dT%H:%M:%S.%3NZ)"
+    printf 'wall_s: %s\n' "$(awk -v a="$started" -v b="$finished" 'BEGIN { printf "%.3f", b - a }')"
+  } >"$dir/result.yaml"
+}

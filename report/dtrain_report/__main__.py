@@ -1,0 +1,62 @@
+"""dtrain-report STUDY_DIR... --out OUT: see docs/studies.md."""
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import plots
+from .html import write_index
+from .runs import discover
+from .tables import build_tables
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="dtrain-report",
+        description="Tables (CSV), plots (PNG) and an index.html of the runs of one or more study directories "
+                    "(one per platform, say). A study directory is what deploy/*/run_study.sh writes, a "
+                    "directory of dtrain log directories, or launcher outputs with Katib lines and bash time.")
+    parser.add_argument("studies", nargs="+", metavar="STUDY_DIR")
+    parser.add_argument("--out", required=True, metavar="OUT", help="directory for the report (created)")
+    args = parser.parse_args(argv)
+
+    for s in args.studies:
+        if not Path(s).is_dir():
+            parser.error(f"study directory '{s}' does not exist or is not a directory")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    runs = []
+    for s in args.studies:
+        found = discover(s)
+        if not found:
+            print(f"dtrain-report: warning: no runs in '{s}' (no labels.yaml, events.jsonl or launcher output "
+                  f"with Katib or `real` lines)", file=sys.stderr)
+        runs += found
+    if not runs:
+        print("dtrain-report: error: no runs found in " + ", ".join(args.studies), file=sys.stderr)
+        return 3
+    tables = build_tables(runs)
+    for name, df in tables.items():
+        df.to_csv(out / f"{name}.csv", index=False)
+
+    figures, skipped = [], []
+    for title, draw, table in plots.PLOTS:
+        try:
+            figures.append((title, draw(tables[table], out)))
+        except plots.Skip as why:
+            skipped.append((title, str(why)))
+    warnings = [w for r in runs for w in r.warnings]
+    write_index(out, [Path(s).resolve().name for s in args.studies], tables, figures, skipped, warnings)
+    for w in warnings:
+        print(f"dtrain-report: warning: {w}", file=sys.stderr)
+    n_png = sum(len(paths) for _, paths in figures)
+    print(f"dtrain-report: {len(runs)} run(s) from {len(args.studies)} stud{'y' if len(args.studies) == 1 else 'ies'}"
+          f": runs.csv, epochs.csv, samples.csv, ops.csv, {n_png} plot(s), index.html in {out}")
+    for title, why in skipped:
+        print(f"dtrain-report: no plot '{title}': {why}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

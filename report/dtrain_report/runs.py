@@ -1,0 +1,240 @@
+"""Finding the runs of a study directory and reading what each left behind.
+
+A run is, in this order of preference (docs/studies.md):
+1. a directory holding labels.yaml: the layout the study runners write (labels, result.yaml,
+   launcher.log, logs/ with dtrain's run directories);
+2. a dtrain run directory (events.jsonl) outside such a directory; the launcher's output beside it
+   (a file that names the run directory in its `run log:` line) adds the `time` figures;
+3. a text file outside both with Katib metric lines or bash time's `real` line (the output of runs made
+   before dtrain wrote run logs, or of other tools): one row, from those lines alone.
+"""
+
+import json
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+KATIB_PAIR = re.compile(r"\{metricName: ([A-Za-z0-9_.-]+), metricValue: ([^}]+)\}")
+# bash's `time` ("real\t1m2.345s") and POSIX `time -p` ("real 62.34").
+BASH_REAL = re.compile(r"^real\s+(?:(\d+)m)?([0-9.]+)s?\s*$")
+RUN_LOG_LINE = re.compile(r"^run log: (\S+)/events\.jsonl\s*$")
+LOG_SUFFIXES = {".log", ".out", ".txt", ".err"}
+# Sizes and repetitions in directory names of hand-made studies: "8", "n8", "nodes-8", "8nodes", "rep2", "r2".
+NODES_IN_NAME = re.compile(r"^(?:n|nodes?[-_]?)?(\d+)(?:[-_]?nodes?)?$", re.IGNORECASE)
+REP_IN_NAME = re.compile(r"(?:^|[-_])(?:rep|r)[-_]?(\d+)$", re.IGNORECASE)
+
+
+@dataclass
+class Run:
+    """One run: where it is, its labels and everything read from its files."""
+
+    study: str
+    path: Path
+    rel: str
+    labels: dict = field(default_factory=dict)
+    result: dict = field(default_factory=dict)
+    launcher: Path = None
+    real_s: float = math.nan
+    katib: list = field(default_factory=list)  # one dict per Katib line: metric name -> value
+    run_start: dict = None
+    run_end: dict = None
+    epochs: list = field(default_factory=list)
+    samples: list = field(default_factory=list)
+    profiles: list = field(default_factory=list)  # `profile` records, with "table_rows" read from the CSV
+    errors: list = field(default_factory=list)  # `error` records
+    warnings: list = field(default_factory=list)  # what could not be read
+
+    @property
+    def run_id(self):
+        return f"{self.study}/{self.rel}" if self.rel != "." else self.study
+
+
+def parse_number(text):
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
+def read_launcher_log(path, run):
+    """Katib lines and bash time's `real` line of a launcher's output."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as e:
+        run.warnings.append(f"cannot read {path}: {e.strerror}")
+        return
+    run.launcher = path
+    for line in text.splitlines():
+        pairs = KATIB_PAIR.findall(line)
+        if pairs:
+            run.katib.append({name: parse_number(value) for name, value in pairs})
+            continue
+        m = BASH_REAL.match(line.strip())
+        if m:
+            run.real_s = int(m.group(1) or 0) * 60 + float(m.group(2))
+
+
+def looks_like_launcher_log(path):
+    try:
+        with open(path, errors="replace") as f:
+            head = f.read(4 << 20)
+    except OSError:
+        return False
+    return bool(KATIB_PAIR.search(head)) or any(BASH_REAL.match(l.strip()) for l in head.splitlines())
+
+
+def read_yaml_mapping(path, run):
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        run.warnings.append(f"cannot read {path}: {e}")
+        return {}
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        run.warnings.append(f"{path} is not a YAML mapping of labels")
+        return {}
+    return data
+
+
+def read_events(path, run):
+    """The records of one events.jsonl; a line that does not parse (a run killed mid-write) is skipped."""
+    bad = 0
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError as e:
+        run.warnings.append(f"cannot read {path}: {e.strerror}")
+        return
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            bad += 1
+            continue
+        kind = record.get("event")
+        if kind == "run_start" and run.run_start is None:
+            run.run_start = record
+        elif kind == "run_end":
+            run.run_end = record
+        elif kind == "epoch_end":  # a resumed run repeats no epoch, but a re-run one counts once
+            run.epochs = [e for e in run.epochs if e.get("epoch") != record.get("epoch")] + [record]
+        elif kind == "sample":
+            run.samples.append(record)
+        elif kind == "profile":
+            run.profiles.append(read_profile(path.parent, record, run))
+        elif kind == "error":
+            run.errors.append(record)
+    if bad:
+        run.warnings.append(f"{path}: {bad} line(s) are not JSON and were skipped")
+
+
+def read_profile(run_dir, record, run):
+    """A `profile` record with its operations table; the table's path is taken relative to the run
+    directory, so a study copied elsewhere still finds it."""
+    import csv
+
+    record = dict(record)
+    table = run_dir / Path(record.get("table", "")).name
+    rows = []
+    try:
+        with open(table, newline="") as f:
+            for row in csv.DictReader(f):
+                rows.append(row)
+    except OSError as e:
+        run.warnings.append(f"cannot read the profile table {table}: {e.strerror}")
+    record["table_rows"] = rows
+    return record
+
+
+def events_files(directory):
+    return sorted(directory.rglob("events.jsonl"))
+
+
+def fill_from_events(run, files):
+    for path in files:
+        read_events(path, run)
+    run.epochs.sort(key=lambda e: e.get("epoch", 0))
+    run.samples.sort(key=lambda s: (s.get("rank", 0), s.get("unix_time_ms", 0)))
+
+
+def labels_from_path(rel):
+    """Nodes and repetition spelled in a hand-made study's directory names, e.g. 8/rep2 or n8-r2."""
+    found = {}
+    for part in Path(rel).parts:
+        for piece in re.split(r"(?<=\d)[-_](?=[a-z])", part, flags=re.IGNORECASE):
+            m = NODES_IN_NAME.match(piece)
+            if m and "nodes" not in found:
+                found["nodes"] = int(m.group(1))
+            m = REP_IN_NAME.search(piece)
+            if m:
+                found["repetition"] = int(m.group(1))
+    return found
+
+
+def discover(study_dir):
+    """Every run under `study_dir`, in path order."""
+    study_dir = Path(study_dir)
+    study = study_dir.resolve().name
+    runs = []
+    claimed = set()  # directories and files that belong to a run already
+
+    def rel(path):
+        return os.path.relpath(path, study_dir)
+
+    # 1. Runner layout.
+    for labels in sorted(study_dir.rglob("labels.yaml")):
+        d = labels.parent
+        run = Run(study=study, path=d, rel=rel(d))
+        run.labels = read_yaml_mapping(labels, run)
+        if (d / "result.yaml").is_file():
+            run.result = read_yaml_mapping(d / "result.yaml", run)
+        if (d / "launcher.log").is_file():
+            read_launcher_log(d / "launcher.log", run)
+        fill_from_events(run, events_files(d))
+        runs.append(run)
+        claimed.add(d.resolve())
+
+    def inside_claimed(path):
+        p = path.resolve()
+        return any(c == p or c in p.parents for c in claimed)
+
+    # 2. Plain dtrain run directories, with the launcher output that names them.
+    plain = [p.parent for p in sorted(study_dir.rglob("events.jsonl")) if not inside_claimed(p)]
+    text_files = [p for p in sorted(study_dir.rglob("*"))
+                  if p.is_file() and p.suffix in LOG_SUFFIXES and not inside_claimed(p)]
+    named = {}  # run directory name -> launcher output naming it
+    for t in text_files:
+        try:
+            with open(t, errors="replace") as f:
+                for line in f:
+                    m = RUN_LOG_LINE.match(line.strip())
+                    if m:
+                        named[Path(m.group(1)).name] = t
+        except OSError:
+            continue
+    used_text = set()
+    for d in plain:
+        run = Run(study=study, path=d, rel=rel(d))
+        fill_from_events(run, [d / "events.jsonl"])
+        launcher = named.get(d.name)
+        if launcher is not None:
+            read_launcher_log(launcher, run)
+            used_text.add(launcher.resolve())
+        runs.append(run)
+        claimed.add(d.resolve())
+
+    # 3. Launcher output alone.
+    for t in text_files:
+        if t.resolve() in used_text or inside_claimed(t) or not looks_like_launcher_log(t):
+            continue
+        run = Run(study=study, path=t, rel=rel(t))
+        read_launcher_log(t, run)
+        runs.append(run)
+    return sorted(runs, key=lambda r: r.rel)

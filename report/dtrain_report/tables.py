@@ -1,0 +1,163 @@
+"""The report's tables: one row per run, per epoch, per resource sample and per profiled operation."""
+
+import math
+
+import pandas as pd
+import yaml
+
+from .runs import labels_from_path
+
+# Labels every row carries, in this order; a study may add its own (they follow these).
+LABELS = ["platform", "nodes", "ranks", "gpus_per_node", "accelerator", "repetition"]
+
+EPOCH_FIELDS = ["epoch", "lr", "train_loss", "test_accuracy", "test_loss", "epoch_s", "train_s", "eval_s",
+                "samples_per_s", "steps", "skipped_steps", "flops_per_sample", "tflops_achieved", "mfu", "comm_s",
+                "exposed_comm_s", "bytes_allreduced_per_step", "algbw_gbps", "busbw_gbps",
+                "net_tx_bytes_per_step", "net_rx_bytes_per_step", "d_loss", "g_loss"]
+SAMPLE_FIELDS = ["cpu_percent", "rss_bytes", "host_mem_used_bytes", "gpu_util_percent", "gpu_mem_used_bytes",
+                 "gpu_mem_bw_util_percent", "gpu_power_w", "gpu_sm_clock_mhz", "net_rx_bytes", "net_tx_bytes"]
+
+
+def number(value):
+    if value is None or isinstance(value, bool):
+        return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def run_config(run):
+    """The effective configuration dtrain logged at the run's start, as a nested mapping."""
+    if not run.run_start or not run.run_start.get("config"):
+        return {}
+    try:
+        config = yaml.safe_load(run.run_start["config"])
+    except yaml.YAMLError:
+        run.warnings.append(f"{run.run_id}: the run_start record's config is not YAML")
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def resolve_labels(runs):
+    """Fills each run's labels: its labels.yaml, else what the run log says (the world size standing in
+    for nodes), else the directory names; repetitions are numbered in path order where none is given."""
+    counters = {}
+    for run in runs:
+        labels = dict(run.labels)
+        start = run.run_start or {}
+        from_path = labels_from_path(run.rel)
+        labels.setdefault("platform", run.study)
+        if "ranks" not in labels and start.get("world_size"):
+            labels["ranks"] = start["world_size"]
+        if "nodes" not in labels:
+            labels["nodes"] = start.get("world_size") or from_path.get("nodes") or math.nan
+        if "accelerator" not in labels:
+            labels["accelerator"] = start.get("accelerator") or start.get("device") or "unknown"
+        if "repetition" not in labels and "repetition" in from_path:
+            labels["repetition"] = from_path["repetition"]
+        if "repetition" not in labels:
+            key = (labels["platform"], labels["nodes"], labels["accelerator"])
+            counters[key] = counters.get(key, 0) + 1
+            labels["repetition"] = counters[key]
+        run.labels = labels
+
+
+def label_columns(runs):
+    extra = sorted({k for r in runs for k in r.labels} - set(LABELS))
+    return LABELS + extra
+
+
+def run_row(run, columns):
+    row = {"study": run.study, "run": run.run_id}
+    for c in columns:
+        row[c] = run.labels.get(c, math.nan)
+    start, end = run.run_start or {}, run.run_end or {}
+    config = run_config(run)
+    train = config.get("train", {}) if isinstance(config.get("train"), dict) else {}
+    row["workload"] = start.get("workload") or config.get("workload") or "unknown"
+    row["world_size"] = start.get("world_size", math.nan)
+    row["hosts"] = len(start["hosts"]) if isinstance(start.get("hosts"), list) else math.nan
+    row["device"] = start.get("device", "")
+    row["backend"] = start.get("backend", "")
+    row["precision"] = train.get("precision", "")
+    row["batch_size"] = number(train.get("batch_size"))
+    row["global_batch"] = row["batch_size"] * number(row["world_size"])
+    row["result"] = run.result.get("result") or ("failed" if run.errors else ("succeeded" if end else "unknown"))
+    row["exit_code"] = number(run.result.get("exit_code"))
+    # Wall time as the studies measure it: bash time's `real` of the launch, else the runner's clock,
+    # else dtrain's own total.
+    row["real_s"] = run.real_s
+    row["wall_s"] = next((v for v in (run.real_s, number(run.result.get("wall_s")), number(end.get("total_s")))
+                          if not math.isnan(v)), math.nan)
+    row["total_s"] = number(end.get("total_s"))
+    epochs = pd.DataFrame(run.epochs)
+    row["epochs"] = len(run.epochs) if run.epochs else len(run.katib)
+    mean = lambda name: float(epochs[name].astype(float).mean()) if name in epochs else math.nan  # noqa: E731
+    row["train_s"] = float(epochs["train_s"].sum()) if "train_s" in epochs else math.nan
+    row["samples_per_s"] = mean("samples_per_s")
+    row["tflops_achieved"] = mean("tflops_achieved")
+    row["tflops_per_device"] = row["tflops_achieved"] / number(row["world_size"])
+    row["mfu"] = mean("mfu")
+    row["bytes_allreduced_per_step"] = mean("bytes_allreduced_per_step")
+    row["net_tx_bytes_per_step"] = mean("net_tx_bytes_per_step")
+    row["comm_s"] = float(epochs["comm_s"].sum()) if "comm_s" in epochs else math.nan
+    row["exposed_comm_s"] = float(epochs["exposed_comm_s"].sum()) if "exposed_comm_s" in epochs else math.nan
+    last_katib = run.katib[-1] if run.katib else {}
+    row["final_test_accuracy"] = number(end.get("final_test_accuracy", last_katib.get("accuracy")))
+    row["final_test_loss"] = number(end.get("final_test_loss", last_katib.get("loss")))
+    row["final_train_loss"] = number(run.epochs[-1].get("train_loss")) if run.epochs else math.nan
+    samples = pd.DataFrame(run.samples)
+    peak = lambda name: float(samples[name].astype(float).max()) if name in samples else math.nan  # noqa: E731
+    row["mean_cpu_percent"] = float(samples["cpu_percent"].astype(float).mean()) if "cpu_percent" in samples else math.nan
+    row["peak_cpu_percent"] = peak("cpu_percent")
+    peaks = end.get("peak_rss_bytes")
+    row["peak_rss_bytes"] = float(max(peaks)) if isinstance(peaks, list) and peaks else peak("rss_bytes")
+    row["peak_host_mem_used_bytes"] = peak("host_mem_used_bytes")
+    row["peak_gpu_util_percent"] = peak("gpu_util_percent")
+    row["peak_gpu_mem_used_bytes"] = peak("gpu_mem_used_bytes")
+    row["peak_gpu_mem_bw_util_percent"] = peak("gpu_mem_bw_util_percent")
+    row["peak_gpu_power_w"] = peak("gpu_power_w")
+    row["source"] = "run log" if run.run_start or run.epochs else "launcher output"
+    row["path"] = str(run.path)
+    return row
+
+
+def build_tables(runs):
+    """runs, epochs, samples and ops DataFrames of all runs (empty frames where nothing was recorded)."""
+    resolve_labels(runs)
+    columns = label_columns(runs)
+    runs_df = pd.DataFrame([run_row(r, columns) for r in runs])
+    key_columns = ["run", *columns, "workload"]
+    keys = runs_df.set_index("run")[[c for c in key_columns if c != "run"]].to_dict("index") if len(runs_df) else {}
+
+    epoch_rows, sample_rows, op_rows = [], [], []
+    for run in runs:
+        key = {"run": run.run_id, **keys[run.run_id]}
+        if run.epochs:
+            for e in run.epochs:
+                epoch_rows.append({**key, **{f: e.get(f, math.nan) for f in EPOCH_FIELDS}})
+        else:
+            for i, k in enumerate(run.katib, start=1):  # launcher output only: the Katib lines, one per epoch
+                epoch_rows.append({**key, "epoch": i, "test_accuracy": k.get("accuracy", math.nan),
+                                   "test_loss": k.get("loss", math.nan)})
+        if run.samples:
+            t0 = min(s.get("unix_time_ms", 0) for s in run.samples)
+            for s in run.samples:
+                sample_rows.append({**key, "rank": s.get("rank"), "unix_time_ms": s.get("unix_time_ms"),
+                                    "t_s": (s.get("unix_time_ms", 0) - t0) / 1000.0,
+                                    **{f: s.get(f, math.nan) for f in SAMPLE_FIELDS}})
+        for p in run.profiles:
+            steps = max(1, int(p.get("last_step", 0)) - int(p.get("first_step", 0)) + 1)
+            for r in p["table_rows"]:
+                op_rows.append({**key, "profile_rank": p.get("rank"), "steps": steps, "name": r.get("name"),
+                                "kind": r.get("kind"), "calls": number(r.get("calls")),
+                                "self_cpu_us": number(r.get("self_cpu_us")),
+                                "total_cpu_us": number(r.get("total_cpu_us")),
+                                "self_cuda_us": number(r.get("self_cuda_us")), "cuda_profiled": bool(p.get("cuda"))})
+    return {
+        "runs": runs_df,
+        "epochs": pd.DataFrame(epoch_rows),
+        "samples": pd.DataFrame(sample_rows),
+        "ops": pd.DataFrame(op_rows),
+    }

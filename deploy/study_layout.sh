@@ -30,21 +30,40 @@ study_check_sizes() {
   esac
 }
 
-# study_write_labels DIR KEY=VALUE...: DIR/labels.yaml, one flat YAML mapping. Integers stay numbers;
-# everything else is a quoted string.
-study_write_labels() {
-  local dir=$1 pair key value
-  shift
-  : >"$dir/labels.yaml.tmp"
+# study_check_labels KEY=VALUE...: each is a usable label (runners check --label values before any run).
+study_check_labels() {
+  local pair key value
   for pair in "$@"; do
     key=${pair%%=*}
     value=${pair#*=}
+    [ "$key" != "$pair" ] || { echo "$STUDY_RUNNER: label '$pair' must be KEY=VALUE" >&2; return 2; }
     case "$key" in
       ''|*[!a-z0-9_]*) echo "$STUDY_RUNNER: label name '$key' must be lower-case letters, digits and _" >&2; return 2 ;;
     esac
     case "$value" in
       *'"'*|*'\'*|*$'\n'*) echo "$STUDY_RUNNER: label $key='$value' must not hold quotes, backslashes or newlines" >&2; return 2 ;;
     esac
+  done
+}
+
+# study_write_labels DIR KEY=VALUE...: DIR/labels.yaml, one flat YAML mapping. A later KEY=VALUE replaces
+# an earlier one (a study's --label accelerator=... over the runner's default). Integers stay numbers;
+# everything else is a quoted string.
+study_write_labels() {
+  local dir=$1 pair key value
+  shift
+  local -a keys=()
+  local -A values=()
+  study_check_labels "$@" || return
+  for pair in "$@"; do
+    key=${pair%%=*}
+    value=${pair#*=}
+    [ -n "${values[$key]+set}" ] || keys+=("$key")
+    values[$key]=$value
+  done
+  : >"$dir/labels.yaml.tmp"
+  for key in "${keys[@]}"; do
+    value=${values[$key]}
     if [[ "$value" =~ ^-?[0-9]+$ ]]; then
       printf '%s: %s\n' "$key" "$value" >>"$dir/labels.yaml.tmp"
     else

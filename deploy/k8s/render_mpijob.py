@@ -61,6 +61,9 @@ def parse_args(argv):
     p.add_argument("--cpu", default="", help="CPU request per worker, e.g. 8 (default: none)")
     p.add_argument("--memory", default="", help="memory request per worker, e.g. 32Gi (default: none)")
     p.add_argument("--shm", default="8Gi", help="size limit of /dev/shm (NCCL fails with the 64 MB default)")
+    p.add_argument("--clean-pod-policy", default="Running", choices=["Running", "None", "All"],
+                   help="pods the operator deletes when the job ends; None keeps worker 0 and its run log for "
+                        "`kubectl cp` (run_study.sh), until the job is deleted")
     return p.parse_args(argv)
 
 
@@ -195,9 +198,9 @@ def render(args):
             "mpiImplementation": "OpenMPI",
             "sshAuthMountPath": f"{HOME}/.ssh",
             "launcherCreationPolicy": "WaitForWorkersReady",
-            # A failed timed run must not silently rerun; finished workers are removed, the launcher (and
-            # its log) stays until the job is deleted.
-            "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 0},
+            # A failed timed run must not silently rerun; by default finished workers are removed, the
+            # launcher (and its log) stays until the job is deleted.
+            "runPolicy": {"cleanPodPolicy": args.clean_pod_policy, "backoffLimit": 0},
             "mpiReplicaSpecs": {
                 "Launcher": {
                     "replicas": 1, "restartPolicy": "Never",

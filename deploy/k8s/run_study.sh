@@ -1,31 +1,43 @@
 #!/usr/bin/env bash
-# Runs a scaling study on the current kubectl context: for each size and repetition, renders the MPIJob
-# (render_mpijob.py), applies it, waits until it succeeds or fails, keeps the launcher's log (the Katib
-# metric lines and bash time's `real` line) and the job's final state, then deletes the job and waits
-# for its pods to go, so runs never overlap.
+# Runs a scaling study on the current kubectl context into the study layout of docs/studies.md: for each
+# size and repetition, renders the MPIJob (render_mpijob.py), applies it, waits until it succeeds or
+# fails, keeps the launcher's log (dtrain's console with the Katib lines, and bash time's lines), copies
+# rank 0's run log from worker 0, then deletes the job and waits for its pods to go, so runs never overlap.
 #
-#   deploy/k8s/run_study.sh --sizes "2 4 8 16 32" --reps 3 --out study-gke-v100 -- \
-#       --platform gke --accelerator nvidia-tesla-v100 --image IMAGE --epochs 10
+#   deploy/k8s/run_study.sh --sizes "2 4 8 16 32" --reps 3 --out study-gke-t4 -- \
+#       --platform gke --accelerator nvidia-tesla-t4 --image IMAGE --epochs 10
+#   dtrain-report study-gke-t4 study-usernetes-t4 --out report
 #
-# Everything after `--` goes to render_mpijob.py (except --workers, which the study sets).
-# Results: OUT/<size>/rep<r>/{job.yaml,launcher.log,status.yaml}, and OUT/summary.tsv with one line per run.
+# Everything after `--` goes to render_mpijob.py (except --workers, which the study sets, and
+# --clean-pod-policy, which is None so that worker 0 outlives the launcher until its log is copied).
+# Options: --sizes, --reps, --out, --timeout (per run: 90m, 4h, 600s; default 4h), --label KEY=VALUE
+# (more labels, repeatable).
+# Results: OUT/n<size>-r<rep>/{labels.yaml,job.yaml,launcher.log,status.yaml,result.yaml,logs/}, and
+# OUT/summary.tsv with one line per run (result, bash time's real, final accuracy) to follow a study.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+STUDY_RUNNER=run_study
+# shellcheck source=../study_layout.sh
+. "$here/../study_layout.sh"
 sizes="2 4 8 16 32"
 reps=1
 out=""
 timeout=${STUDY_TIMEOUT:-4h}
+extra_labels=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --sizes) sizes=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --timeout) timeout=$2; shift 2 ;;
+    --label) extra_labels+=("$2"); shift 2 ;;
     --) shift; break ;;
-    *) echo "run_study: unknown option '$1' (expected --sizes, --reps, --out, --timeout, then -- and the render options)" >&2; exit 2 ;;
+    *) echo "run_study: unknown option '$1' (expected --sizes, --reps, --out, --timeout, --label, then -- and the render options)" >&2; exit 2 ;;
   esac
 done
 if [ -z "$out" ]; then echo "run_study: --out DIR is required" >&2; exit 2; fi
+study_check_sizes "$sizes" "$reps"
+study_check_labels ${extra_labels[@]+"${extra_labels[@]}"}
 case "$timeout" in
   *h) timeout_s=$(( ${timeout%h} * 3600 )) ;;
   *m) timeout_s=$(( ${timeout%m} * 60 )) ;;
@@ -34,37 +46,74 @@ case "$timeout" in
   *) timeout_s=$timeout ;;
 esac
 command -v kubectl >/dev/null || { echo "run_study: kubectl not found" >&2; exit 2; }
+
+# The labels the render options imply (render_mpijob.py's defaults where not given).
+platform="" accelerator="" gpus=1 workload=mnist batch=64
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do
+  arg=${args[i]} value=""
+  case "$arg" in
+    --*=*) value=${arg#*=}; arg=${arg%%=*} ;;
+    *) [ $((i + 1)) -lt ${#args[@]} ] && value=${args[i + 1]} ;;
+  esac
+  case "$arg" in
+    --platform) platform=$value ;;
+    --accelerator) accelerator=$value ;;
+    --gpus-per-worker) gpus=$value ;;
+    --workload) workload=$value ;;
+    --batch-size) batch=$value ;;
+    --workers|--clean-pod-policy) echo "run_study: $arg is set by the study; leave it out of the render options" >&2; exit 2 ;;
+  esac
+done
+[ -n "$platform" ] || { echo "run_study: the render options need --platform" >&2; exit 2; }
+[ -n "$accelerator" ] || { if [ "$gpus" = 0 ]; then accelerator=cpu; else accelerator=gpu; fi; }
+
 mkdir -p "$out"
 summary="$out/summary.tsv"
 [ -f "$summary" ] || printf 'size\trep\tjob\tresult\treal\taccuracy\n' >"$summary"
 
 for size in $sizes; do
   for rep in $(seq 1 "$reps"); do
-    dir="$out/$size/rep$rep"
+    dir=$(study_run_dir "$out" "$size" "$rep")
+    rm -rf "$dir"
     mkdir -p "$dir"
-    /usr/bin/env python3 "$here/render_mpijob.py" --workers "$size" "$@" >"$dir/job.yaml"
+    ranks=$size
+    [ "$gpus" -gt 0 ] 2>/dev/null && ranks=$(( size * gpus ))
+    study_write_labels "$dir" platform="$platform" nodes="$size" ranks="$ranks" gpus_per_node="$gpus" \
+      accelerator="$accelerator" repetition="$rep" runner=k8s workload="$workload" batch="$batch" \
+      ${extra_labels[@]+"${extra_labels[@]}"}
+    /usr/bin/env python3 "$here/render_mpijob.py" --workers "$size" --clean-pod-policy None "$@" >"$dir/job.yaml"
     job=$(awk '/^  name: /{print $2; exit}' "$dir/job.yaml")
     namespace_args=()
     ns=$(awk '/^  namespace: /{print $2; exit}' "$dir/job.yaml")
     [ -n "$ns" ] && namespace_args=(-n "$ns")
-    echo "run_study: size $size rep $rep: $job"
+    echo "run_study: size $size rep $rep: $job -> $dir"
     kubectl "${namespace_args[@]}" delete mpijob "$job" --ignore-not-found --wait=true >/dev/null
+    started=$(study_now)
     kubectl "${namespace_args[@]}" apply -f "$dir/job.yaml" >/dev/null
     # An MPIJob ends with a Succeeded or a Failed condition; wait for either.
     result=timeout
+    code=124
     deadline=$(( $(date +%s) + timeout_s ))
     while [ "$(date +%s)" -lt "$deadline" ]; do
       state=$(kubectl "${namespace_args[@]}" get mpijob "$job" \
         -o jsonpath='{range .status.conditions[?(@.status=="True")]}{.type}{" "}{end}' 2>/dev/null || true)
       case "$state" in
-        *Succeeded*) result=succeeded; break ;;
-        *Failed*) result=failed; break ;;
+        *Succeeded*) result=succeeded; code=0; break ;;
+        *Failed*) result=failed; code=1; break ;;
       esac
       sleep 10
     done
+    finished=$(study_now)
     kubectl "${namespace_args[@]}" logs --tail=-1 \
       -l "training.kubeflow.org/job-name=$job,training.kubeflow.org/job-role=launcher" >"$dir/launcher.log" 2>&1 || true
     kubectl "${namespace_args[@]}" get mpijob "$job" -o yaml >"$dir/status.yaml" 2>&1 || true
+    # Rank 0 runs on worker 0 and writes the run log (events.jsonl with every rank's samples) there.
+    if ! kubectl "${namespace_args[@]}" cp "$job-worker-0:/home/dtrain/dtrain-logs" "$dir/logs" >"$dir/copy.log" 2>&1; then
+      echo "run_study: warning: could not copy the run log from $job-worker-0 (see $dir/copy.log);" \
+           "the report will use the launcher log only" >&2
+    fi
+    study_write_result "$dir" "$code" "$started" "$finished" "$result"
     kubectl "${namespace_args[@]}" delete mpijob "$job" --wait=true >/dev/null 2>&1 || true
     kubectl "${namespace_args[@]}" wait --for=delete pod -l "training.kubeflow.org/job-name=$job" --timeout=10m \
       >/dev/null 2>&1 || true
@@ -74,4 +123,4 @@ for size in $sizes; do
     echo "run_study: size $size rep $rep: $result, real ${real:-?}, accuracy ${accuracy:-?}"
   done
 done
-echo "run_study: results in $out (summary: $summary)"
+echo "run_study: results in $out (summary: $summary); tables and plots: dtrain-report $out --out REPORT_DIR"

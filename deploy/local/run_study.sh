@@ -46,6 +46,7 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$out" ] || { echo "$STUDY_RUNNER: --out DIR is required" >&2; exit 2; }
 study_check_sizes "$sizes" "$reps"
+study_check_labels ${extra_labels[@]+"${extra_labels[@]}"}
 case "$timeout_s" in ''|*[!0-9]*|0) echo "$STUDY_RUNNER: --timeout takes seconds, got '$timeout_s'" >&2; exit 2 ;; esac
 if [ -z "$dtrain" ]; then
   if [ -x "$root/build/dtrain" ]; then dtrain=$root/build/dtrain; else dtrain=$(command -v dtrain || true); fi
@@ -62,7 +63,7 @@ for size in $sizes; do
     rm -rf "$dir"
     mkdir -p "$dir"
     study_write_labels "$dir" platform="$platform" nodes="$size" ranks="$size" ranks_per_node=1 \
-      gpus_per_node=0 accelerator="$accelerator" repetition="$rep" hosts=1 runner=local ${extra_labels[@]+"${extra_labels[@]}"}
+      gpus_per_node=0 accelerator="$accelerator" repetition="$rep" runner=local ${extra_labels[@]+"${extra_labels[@]}"}
     command=(timeout "$timeout_s" mpirun -np "$size" --oversubscribe "$dtrain" "$@"
              --log-dir "$dir/logs" --checkpoint-dir "$dir/checkpoints")
     printf '%q ' "${command[@]}" >"$dir/command.txt"

@@ -136,15 +136,16 @@ def resource_series(samples, out_dir):
     (out_dir / "resources").mkdir(exist_ok=True)
     written = []
     for run_id, df in samples.groupby("run", sort=True):
-        panels = [("cpu_percent", "CPU (% of one core)", 1.0), ("rss_bytes", "resident memory (GiB)", GIB)]
-        for column, title, scale in [("gpu_util_percent", "GPU utilisation (%)", 1.0),
-                                     ("gpu_mem_used_bytes", "GPU memory used (GiB)", GIB),
-                                     ("gpu_mem_bw_util_percent", "GPU memory bandwidth utilisation (%)", 1.0)]:
+        panels = [("cpu_percent", "CPU: process time, % of one core", "%", 1.0),
+                  ("rss_bytes", "resident memory", "GiB", GIB)]
+        for column, title, unit, scale in [("gpu_util_percent", "GPU utilisation", "%", 1.0),
+                                           ("gpu_mem_used_bytes", "GPU memory used", "GiB", GIB),
+                                           ("gpu_mem_bw_util_percent", "GPU memory bandwidth utilisation", "%", 1.0)]:
             if column in df and df[column].notna().any():
-                panels.append((column, title, scale))
-        panels.append(("net", "network sent + received (MB/s)", 1.0))
+                panels.append((column, title, unit, scale))
+        panels.append(("net", "network: bytes received + sent over the sampled interfaces", "MB/s", 1.0))
         fig, axes = plt.subplots(len(panels), 1, figsize=(10, 2.1 * len(panels)), sharex=True, squeeze=False)
-        for ax, (column, title, scale) in zip(axes[:, 0], panels):
+        for ax, (column, title, unit, scale) in zip(axes[:, 0], panels):
             for rank, g in df.groupby("rank"):
                 g = g.sort_values("t_s")
                 if column == "net":
@@ -153,14 +154,16 @@ def resource_series(samples, out_dir):
                     y = (total / seconds / 1e6).where(seconds > 0)
                 else:
                     y = g[column].astype(float) / scale
-                ax.plot(g["t_s"], y, linewidth=1, label=f"rank {int(rank)}")
-            ax.set_ylabel(title, fontsize=8)
+                ax.plot(g["t_s"], y, linewidth=1, marker="." if len(g) < 40 else None, label=f"rank {int(rank)}")
+            ax.set_title(title, fontsize=9, loc="left")
+            ax.set_ylabel(unit)
             ax.set_ylim(bottom=0)
             ax.grid(alpha=0.3)
-        axes[0, 0].set_title(f"Resource use of {run_id}")
+        fig.suptitle(f"Resource use of {run_id}", y=1.0)
         if df["rank"].nunique() <= 16:
             axes[0, 0].legend(fontsize=7, ncol=min(8, df["rank"].nunique()))
         axes[-1, 0].set_xlabel("time since the run's first sample (s)")
+        fig.tight_layout()
         written.append(save(fig, out_dir, f"resources/{safe_name(run_id)}.png"))
     return written
 

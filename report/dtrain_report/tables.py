@@ -68,10 +68,28 @@ def label_columns(runs):
     return LABELS + extra
 
 
+def missing(value):
+    return value is None or value == "" or value == "unknown" or (isinstance(value, float) and math.isnan(value))
+
+
 def run_row(run, columns):
-    row = {"study": run.study, "run": run.run_id}
+    """Labels, then what the run's files say. A label named like one of those ("workload", "hosts") fills
+    it where the files do not tell, and otherwise keeps a column of its own (label_<name>) if it differs."""
+    computed = computed_columns(run)
+    labels = {}
     for c in columns:
-        row[c] = run.labels.get(c, math.nan)
+        value = run.labels.get(c, math.nan)
+        if c not in computed:
+            labels[c] = value
+        elif missing(computed[c]):
+            computed[c] = value
+        elif not missing(value) and str(value) != str(computed[c]):
+            labels["label_" + c] = value
+    return {"study": computed.pop("study"), "run": computed.pop("run"), **labels, **computed}
+
+
+def computed_columns(run):
+    row = {"study": run.study, "run": run.run_id}
     start, end = run.run_start or {}, run.run_end or {}
     config = run_config(run)
     train = config.get("train", {}) if isinstance(config.get("train"), dict) else {}

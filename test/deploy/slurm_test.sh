@@ -2,7 +2,8 @@
 # Submits deploy/slurm/dtrain.sbatch to a real one-node Slurm cluster on this machine: Debian's slurmctld
 # and slurmd with a private config, state directory and unprivileged ports, authenticated by munge.
 # 2 tasks train synthetic mnist for 2 short epochs, with the generic script and with the Satori variant;
-# the test checks exit 0, the per-epoch Katib lines and time's `real` line, then stops its daemons.
+# the test checks exit 0, the per-epoch Katib lines and time's `real` line. Then a study of 2 repetitions
+# through deploy/slurm/run_study.sh, whose layout dtrain-report reads; then it stops its daemons.
 # Usage: slurm_test.sh DTRAIN   (needs root for munged and slurmd, as on CI machines)
 set -uo pipefail
 dtrain=$(readlink -f "$1")
@@ -101,5 +102,28 @@ check_job "$job" "dtrain.sbatch" accuracy
 check_job "$satori" "satori.sbatch" d_accuracy
 grids=$(find "$work/logs" -path "*biggan*/samples/epoch-00000[12].png" | wc -l)
 [ "$grids" -eq 2 ] || { echo "FAIL: satori.sbatch: expected the sample grids of epochs 1 and 2, found $grids"; failures=$((failures + 1)); }
+# A study: two chained jobs into the study layout, then its report.
+study=$work/study-slurm
+if DTRAIN="$dtrain" bash deploy/slurm/run_study.sh --sizes 1 --reps 2 --out "$study" --ranks-per-node 2 --wait \
+     --sbatch-arg=--time=10 --platform testslurm -- --workload mnist --synthetic --epochs 2 --max-steps 3 \
+     --eval-samples 500 --progress-bar=false >"$work/study.txt" 2>&1; then
+  for rep in 1 2; do
+    run=$study/n01-r$rep
+    grep -q '^exit_code: 0$' "$run/result.yaml" 2>/dev/null || { echo "FAIL: study run $rep: result.yaml"; cat "$run/result.yaml" "$run/launcher.log"; failures=$((failures + 1)); }
+    grep -qE "^real[[:space:]]" "$run/launcher.log" || { echo "FAIL: study run $rep: no real line"; failures=$((failures + 1)); }
+    ls "$run"/logs/*/events.jsonl >/dev/null 2>&1 || { echo "FAIL: study run $rep: no run log"; failures=$((failures + 1)); }
+  done
+  if "$root/report/dtrain-report" "$study" --out "$work/report" >"$work/report.txt" 2>&1; then
+    rows=$(/usr/bin/python3 -c 'import csv, sys
+for r in csv.DictReader(open(sys.argv[1])):
+    print(r["platform"], r["nodes"], r["ranks"], r["world_size"], r["repetition"], r["result"], r["epochs"], float(r["wall_s"]) > 0)' "$work/report/runs.csv")
+    [ "$rows" = "$(printf 'testslurm 1 2 2 1 succeeded 2 True\ntestslurm 1 2 2 2 succeeded 2 True')" ] ||
+      { echo "FAIL: the Slurm study's runs.csv:"; echo "$rows"; failures=$((failures + 1)); }
+  else
+    echo "FAIL: dtrain-report on the Slurm study"; cat "$work/report.txt"; failures=$((failures + 1))
+  fi
+else
+  echo "FAIL: deploy/slurm/run_study.sh"; cat "$work/study.txt"; failures=$((failures + 1))
+fi
 echo "slurm_test: $failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -3,28 +3,11 @@
 #include <ATen/ATen.h>
 #include <torch/serialize/archive.h>
 
-#include <sstream>
-#include <string>
 #include <type_traits>
 
+#include "runtime/train/optimizer_state_key.h"
+
 namespace dtrain {
-namespace {
-
-// torch::optim keys per-parameter state by the parameter's TensorImpl: as its printed address (a string)
-// up to LibTorch 1.x, as the pointer itself from 2.0. Both are what the base class's save/load expect.
-template <typename Key>
-Key state_key(const at::Tensor& param) {
-  if constexpr (std::is_same_v<Key, std::string>) {
-    std::ostringstream os;
-    os << param.unsafeGetTensorImpl();
-    return os.str();
-  } else {
-    return param.unsafeGetTensorImpl();
-  }
-}
-
-}  // namespace
-
 
 void AdadeltaOptions::serialize(torch::serialize::InputArchive& archive) {
   _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(double, lr);
@@ -72,7 +55,7 @@ at::Tensor Adadelta::step(LossClosure closure) {
       if (!p.grad().defined()) continue;
       at::Tensor grad = p.grad();
       if (options.weight_decay() != 0) grad = grad.add(p, options.weight_decay());
-      const auto key = state_key<std::decay_t<decltype(state_)>::key_type>(p);
+      const auto key = optimizer_state_key<std::decay_t<decltype(state_)>::key_type>(p);
       auto it = state_.find(key);
       if (it == state_.end()) {
         auto state = std::make_unique<AdadeltaParamState>();

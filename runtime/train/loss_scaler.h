@@ -2,9 +2,14 @@
 // by a large scale so small gradients survive fp16, gradients are unscaled before the optimizer step, and
 // a step whose gradients overflowed is skipped and the scale halved. After `growth_interval` clean steps
 // the scale doubles again.
+//
+// The scale, the count of clean steps and the overflow flag are tensors on the training device, updated
+// by tensor ops: scaling, unscaling and the update read nothing on the host, so they run inside a
+// captured CUDA graph; the eager step reads the overflow flag once per optimizer step to decide.
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include <cstdint>
 #include <vector>
@@ -20,27 +25,32 @@ struct LossScalerOptions {
 
 class LossScaler final {
  public:
-  explicit LossScaler(const LossScalerOptions& options = {});
+  explicit LossScaler(c10::Device device = c10::Device(c10::DeviceType::CPU), const LossScalerOptions& options = {});
 
   // loss x scale, for backward.
   at::Tensor scale(const at::Tensor& loss) const;
 
-  // Divides the gradients by the scale in place and returns true when any of them is inf or NaN (one
-  // host synchronisation). Call after the gradients were averaged across ranks: every rank then sees
+  // Divides the gradients by the scale in place and returns a 0-dim bool tensor on the device, true when
+  // any of them is inf or NaN. Call after the gradients were averaged across ranks: every rank then sees
   // the same values and makes the same decision.
+  at::Tensor unscale(const std::vector<at::Tensor>& grads) const;
+  // unscale() and the flag read on the host (one synchronisation).
   bool unscale_and_check(const std::vector<at::Tensor>& grads) const;
 
-  // After each optimizer step (taken or skipped): adjusts the scale.
+  // After each optimizer step (taken or skipped): adjusts the scale on the device.
+  void update(const at::Tensor& found_inf);
   void update(bool found_inf);
 
-  double current_scale() const { return scale_; }
-  int64_t skipped_steps() const { return skipped_steps_; }
+  // Host reads, for messages and tests.
+  double current_scale() const;
+  int64_t skipped_steps() const;
 
  private:
   LossScalerOptions options_;
-  double scale_;
-  int64_t clean_steps_ = 0;
-  int64_t skipped_steps_ = 0;
+  c10::Device device_;
+  at::Tensor scale_;        // 0-dim float
+  at::Tensor clean_steps_;  // 0-dim int64: clean steps since the scale last changed
+  at::Tensor skipped_;      // 0-dim int64: steps skipped for overflow
 };
 
 }  // namespace dtrain

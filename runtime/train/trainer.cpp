@@ -144,11 +144,7 @@ at::Tensor Trainer::model_layout(const at::Tensor& inputs) const {
   return inputs.contiguous(at::MemoryFormat::ChannelsLast);
 }
 
-void Trainer::set_learning_rate(double lr) {
-  for (TrainedModule& m : state_.modules()) {
-    if (m.optimizer) dtrain::set_learning_rate(*m.optimizer, lr);
-  }
-}
+void Trainer::set_learning_rate(double lr) { state_.set_learning_rate(lr); }
 
 void Trainer::restore() {
   if (!config_.checkpoint.resume) return;
@@ -159,6 +155,7 @@ void Trainer::restore() {
     resume_note_ = "no checkpoint in " + config_.checkpoint.dir + "; starting at epoch 1";
     return;
   }
+  state_.device_state_from_optimizers();
   first_epoch_ = restored_->epoch + 1;
   seed_ = restored_->seed;  // the shuffles and dropout masks must continue the original run's streams
   resume_note_ = "resumed from epoch " + std::to_string(restored_->epoch) + " of a run at world size " +
@@ -272,6 +269,7 @@ TrainResult Trainer::run(RunInfo info) {
     if (config_.checkpoint.enabled) {
       set_phase(Phase::kCheckpointing, epoch);
       CheckpointMeta meta{epoch, seed_, workload_.name(), to_string(config_.train.optimizer), comm_.world_size(), stats, ""};
+      state_.device_state_to_optimizers();
       stats.checkpoint_path = checkpointer.save(meta, state_.modules());
     }
     stats.epoch_s = epoch_watch.elapsed_s();

@@ -24,9 +24,11 @@ struct TrainRun {
   std::string console;
 };
 
+// `device_steps`: optimizer steps taken on the device (TrainState::enable_device_steps), as a captured step
+// takes them.
 inline TrainRun train_run(const TrainConfig& config, const Workload& workload, Communicator& comm,
                           ReducerOptions buckets = ReducerOptions{BucketOptions{512, 64}},
-                          c10::Device device = c10::Device(c10::DeviceType::CPU)) {
+                          c10::Device device = c10::Device(c10::DeviceType::CPU), bool device_steps = false) {
   ReducerFactory make_reducer = [buckets](std::vector<at::Tensor> params, const std::vector<at::Tensor>& buffers,
                                           Communicator& c) -> std::unique_ptr<GradReducer> {
     return std::make_unique<BucketedReducer>(std::move(params), buffers, c, buckets);
@@ -34,6 +36,7 @@ inline TrainRun train_run(const TrainConfig& config, const Workload& workload, C
   std::ostringstream console;
   RunLogger logger(config.log, comm.is_root(), config.workload, console);
   Trainer trainer(config, workload, comm, logger, make_reducer, device);
+  if (device_steps) trainer.state().enable_device_steps();
   trainer.restore();
   TrainRun run;
   run.result = trainer.run(RunInfo{});

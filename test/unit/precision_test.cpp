@@ -26,7 +26,7 @@ TEST_CASE("autocast runs linear layers in bf16 inside the scope only", "[precisi
 }
 
 TEST_CASE("the loss scaler unscales gradients and reports overflow", "[precision]") {
-  LossScaler scaler(LossScalerOptions{1024.0, 2.0, 0.5, 3});
+  LossScaler scaler(c10::Device(c10::DeviceType::CPU), LossScalerOptions{1024.0, 2.0, 0.5, 3});
   CHECK(scaler.scale(at::tensor(2.0)).item<double>() == 2048.0);
 
   std::vector<at::Tensor> grads{at::full({4}, 1024.0), at::full({2, 2}, -512.0)};
@@ -41,7 +41,7 @@ TEST_CASE("the loss scaler unscales gradients and reports overflow", "[precision
 }
 
 TEST_CASE("the loss scale halves on overflow and grows after clean steps", "[precision]") {
-  LossScaler scaler(LossScalerOptions{1024.0, 2.0, 0.5, 3});
+  LossScaler scaler(c10::Device(c10::DeviceType::CPU), LossScalerOptions{1024.0, 2.0, 0.5, 3});
   scaler.update(true);
   CHECK(scaler.current_scale() == 512.0);
   CHECK(scaler.skipped_steps() == 1);
@@ -56,4 +56,20 @@ TEST_CASE("the loss scale halves on overflow and grows after clean steps", "[pre
   scaler.update(false);
   CHECK(scaler.current_scale() == 512.0);
   CHECK(scaler.skipped_steps() == 2);
+}
+
+TEST_CASE("the loss scaler's overflow flag and update stay on the device", "[precision][device-step]") {
+  LossScaler scaler(c10::Device(c10::DeviceType::CPU), LossScalerOptions{1024.0, 2.0, 0.5, 2});
+  const at::Tensor clean = scaler.unscale({at::full({3}, 2048.0)});
+  CHECK(clean.dim() == 0);
+  CHECK(clean.scalar_type() == at::kBool);
+  CHECK_FALSE(clean.item<bool>());
+  scaler.update(clean);
+  scaler.update(clean);  // the second clean step: the scale doubles
+  CHECK(scaler.current_scale() == 2048.0);
+  const at::Tensor overflow = scaler.unscale({at::ones({2}), at::full({2}, std::numeric_limits<float>::infinity())});
+  CHECK(overflow.item<bool>());
+  scaler.update(overflow);
+  CHECK(scaler.current_scale() == 1024.0);
+  CHECK(scaler.skipped_steps() == 1);
 }

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "runtime/bootstrap/heartbeat.h"
+#include "runtime/bootstrap/launcher_env.h"
 #include "runtime/bootstrap/mpi_session.h"
 #include "runtime/comm/make_communicator.h"
 #include "runtime/config/config_cli.h"
@@ -82,7 +83,8 @@ void print_workloads(const WorkloadRegistry& registry) {
 // ranks, and rank 0's run log. Members are declared in the order they may be destroyed in reverse.
 class Job final {
  public:
-  explicit Job(MpiSession& session) : session_(session) {}
+  // `launcher`: the environment as the launcher left it, read before MPI started.
+  Job(MpiSession& session, LauncherEnv launcher) : session_(session), launcher_(std::move(launcher)) {}
 
   int run(int argc, char** argv);
 
@@ -101,6 +103,8 @@ class Job final {
   void warn(const std::string& message);
 
   MpiSession& session_;
+  LauncherEnv launcher_;
+  std::string launcher_note_;  // a warning about the launcher's variables, for the run log
   Activity activity_;
   std::unique_ptr<RunLogger> logger_;
   std::atomic<RunLogger*> log_sink_{nullptr};  // logger_ once it exists; read by the heartbeat thread
@@ -119,6 +123,7 @@ int Job::run(int argc, char** argv) {
   Failure failure = failure_of([&] {
     cmd = parse_command_line(argc, argv);
     if (cmd.show_help || cmd.show_version || cmd.list_workloads) return;
+    launcher_note_ = check_launcher(launcher_, session_.world_size());
     workload = registry.create(cmd.config.workload);
     cmd.config = configure_workload(*workload, cmd.config, cmd.sources);
     validate_config(cmd.config, cmd.sources);
@@ -189,6 +194,7 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
   Failure failure = failure_of([&] {
     logger_ = std::make_unique<RunLogger>(config.log, session_.is_root(), config.workload);
     log_sink_.store(logger_.get());
+    if (!launcher_note_.empty()) logger_->warning(launcher_note_);
     trainer = std::make_unique<Trainer>(config, workload, *comm, *logger_, make_reducer, compute_device, &activity_);
   });
   failure = session_.first_error(failure, wait);
@@ -284,6 +290,7 @@ int Job::fail_alone(Failure failure) {
 }  // namespace dtrain
 
 int main(int argc, char** argv) {
+  const dtrain::LauncherEnv launcher = dtrain::read_launcher_env(dtrain::process_environment());
   std::unique_ptr<dtrain::MpiSession> session;
   try {
     session = std::make_unique<dtrain::MpiSession>(&argc, &argv);
@@ -291,7 +298,7 @@ int main(int argc, char** argv) {
     std::cerr << "dtrain: cannot start MPI: " << e.what() << std::endl;
     return dtrain::kExitComm;
   }
-  dtrain::Job job(*session);
+  dtrain::Job job(*session, launcher);
   dtrain::Failure failure;
   try {
     return job.run(argc, argv);

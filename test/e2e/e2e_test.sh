@@ -135,6 +135,30 @@ if grep -q "devices: cpu)" <<<"$version"; then
   expect_error 2 "comm.device 'cuda' requested" --device cuda
 fi
 
+# 4b. Processes started as torchrun starts them (RANK, WORLD_SIZE, MASTER_*; no MPI launcher) stop with one
+#     clear error each instead of training alone; under mpirun those variables are ignored, with a warning.
+torch_env=(env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29511 LOCAL_RANK=0)
+"${torch_env[@]}" timeout 120 "$dtrain" "${cpu[@]}" "${fast[@]}" --log-dir logs-tr0 >tr0.out 2>tr0.err &
+tr0=$!
+env RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29511 LOCAL_RANK=1 timeout 120 "$dtrain" "${cpu[@]}" "${fast[@]}" \
+  --log-dir logs-tr1 >tr1.out 2>tr1.err
+tr1_rc=$?
+wait "$tr0"
+tr0_rc=$?
+if [ "$tr0_rc" -eq 2 ] && [ "$tr1_rc" -eq 2 ] && grep -q "a job of 2 processes (RANK=0 WORLD_SIZE=2" tr0.err &&
+   grep -q "it would train alone" tr1.err && ! grep -q "Train Epoch\|metricName" tr0.out tr1.out; then
+  pass "torchrun-style processes without an MPI launcher stop (exit 2) instead of training alone"
+else
+  fail "torchrun-style start: exits $tr0_rc/$tr1_rc"; cat tr0.err tr1.err
+fi
+if WORLD_SIZE=7 RANK=0 run_np 2 "${fast[@]}" --epochs 1 --log-dir logs-both --checkpoint=false >both.out 2>&1 &&
+   grep -q "the MPI launcher (OMPI_COMM_WORLD_SIZE) decides, world size 2" both.out &&
+   grep -q '"event":"warning".*torchrun' logs-both/*/events.jsonl; then
+  pass "under mpirun, torchrun's variables are ignored with a warning"
+else
+  fail "mpirun with torchrun's variables"; cat both.out
+fi
+
 # 5. --print-config emits YAML that --config accepts unchanged.
 if "$dtrain" --batch-size 32 --optimizer sgd --print-config >cfg.yaml && "$dtrain" --config cfg.yaml --print-config >cfg2.yaml &&
    cmp -s cfg.yaml cfg2.yaml && grep -q "batch_size: 32" cfg.yaml; then

@@ -131,6 +131,7 @@ int Job::run(int argc, char** argv) {
     device = resolve_device(cmd.config.comm.device);
     backend = resolve_backend(cmd.config.comm.backend, device);
     validate_for_device(cmd.config, device, cmd.sources);
+    validate_for_backend(cmd.config, backend, cmd.sources);
     if (device == DeviceKind::kCuda) cuda_device = select_cuda_device(session_, backend);
     if (session_.is_root()) validate_output_dirs(cmd.config, cmd.sources);
   });

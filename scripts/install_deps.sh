@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config
   libtorch-dev                   # LibTorch 1.13 (CPU)
+  libgloo-dev                    # the headers of the Gloo that LibTorch links: the gloo backend
   libopenblas0-openmp            # replaces the reference BLAS for LibTorch's matmuls (~30x on fc layers)
   libopenmpi-dev openmpi-bin     # MPI bootstrap and the CPU communicator
   libyaml-cpp-dev libcxxopts-dev zlib1g-dev

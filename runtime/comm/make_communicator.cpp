@@ -15,6 +15,9 @@
 #if DTRAIN_WITH_NCCL
 #include "runtime/comm/nccl_communicator.h"
 #endif
+#if DTRAIN_WITH_GLOO
+#include "runtime/comm/gloo_communicator.h"
+#endif
 #if DTRAIN_WITH_CUDA_TORCH
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -92,6 +95,20 @@ constexpr bool kNcclBuilt = false;
 std::unique_ptr<Communicator> make_nccl_communicator(const CommSetup&, const MpiSession&) { return nullptr; }
 #endif
 
+#if DTRAIN_WITH_GLOO
+constexpr bool kGlooBuilt = true;
+
+std::unique_ptr<Communicator> make_gloo_communicator(const CommSetup& setup, const MpiSession& session) {
+  GlooOptions gloo;
+  gloo.wait = setup.wait;
+  if (const char* interface = std::getenv("GLOO_SOCKET_IFNAME")) gloo.interface = interface;
+  return std::make_unique<GlooCommunicator>(session, gloo);
+}
+#else
+constexpr bool kGlooBuilt = false;
+std::unique_ptr<Communicator> make_gloo_communicator(const CommSetup&, const MpiSession&) { return nullptr; }
+#endif
+
 }  // namespace
 
 std::string libtorch_description() {
@@ -99,8 +116,10 @@ std::string libtorch_description() {
 }
 
 std::vector<std::string> available_backends() {
-  if (kNcclBuilt) return {"mpi", "nccl"};
-  return {"mpi"};
+  std::vector<std::string> backends{"mpi"};
+  if (kNcclBuilt) backends.push_back("nccl");
+  if (kGlooBuilt) backends.push_back("gloo");
+  return backends;
 }
 
 std::vector<std::string> available_devices() {
@@ -141,6 +160,17 @@ BackendKind resolve_backend(BackendKind requested, DeviceKind device) {
                           to_string(device) + "'; use --backend mpi for CPU training");
       }
       return BackendKind::kNccl;
+    case BackendKind::kGloo:
+      if (!kGlooBuilt) {
+        throw ConfigError("comm.backend 'gloo' is not built into this dtrain; available backends: " +
+                          join(available_backends()) +
+                          ". It needs a LibTorch whose Gloo headers are installed (Debian: libgloo-dev)");
+      }
+      if (device != DeviceKind::kCpu) {
+        throw ConfigError(std::string("comm.backend 'gloo' carries CPU tensors, but the device is '") +
+                          to_string(device) + "'; use --backend nccl on GPUs");
+      }
+      return BackendKind::kGloo;
   }
   throw ConfigError("unknown comm.backend");
 }
@@ -163,6 +193,7 @@ std::unique_ptr<Communicator> make_communicator(const CommSetup& setup, const Mp
   std::unique_ptr<Communicator> comm;
   if (setup.backend == BackendKind::kMpi) comm = std::make_unique<MpiCommunicator>(session, setup.wait);
   if (setup.backend == BackendKind::kNccl) comm = make_nccl_communicator(setup, session);
+  if (setup.backend == BackendKind::kGloo) comm = make_gloo_communicator(setup, session);
   if (comm) return comm;
   throw ConfigError(std::string("cannot build a communicator for backend '") + to_string(setup.backend) +
                     "'; available backends: " + join(available_backends()) +

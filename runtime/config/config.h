@@ -13,7 +13,7 @@ namespace dtrain {
 enum class OptimizerKind { kAdadelta, kSgd, kAdam, kAdamW };
 enum class LrSchedule { kConstant, kStep, kMultiStep, kCosine };
 enum class LogFormat { kKatib, kPytorch };
-enum class BackendKind { kAuto, kMpi, kNccl };
+enum class BackendKind { kAuto, kMpi, kNccl, kGloo };
 enum class DeviceKind { kAuto, kCpu, kCuda };
 enum class Precision { kFp32, kBf16, kFp16 };  // compute precision of forward/backward under autocast
 enum class Compression { kNone, kBf16 };        // wire format of gradient buckets

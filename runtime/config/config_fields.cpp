@@ -42,6 +42,7 @@ const char* to_string(BackendKind kind) {
     case BackendKind::kAuto: return "auto";
     case BackendKind::kMpi: return "mpi";
     case BackendKind::kNccl: return "nccl";
+    case BackendKind::kGloo: return "gloo";
   }
   return "?";
 }
@@ -389,9 +390,11 @@ std::vector<ConfigField> build_fields() {
                           "image folders without a val/ folder: seeded share of each class held out for testing",
                           [](TrainConfig& c) -> double& { return c.data.val_fraction; }, 0.0, false, 0.9));
 
-  f.push_back(enum_field<BackendKind>("comm.backend", "backend", "gradient communication backend",
+  f.push_back(enum_field<BackendKind>("comm.backend", "backend",
+                                      "gradient communication backend (auto: nccl on GPUs, else mpi; gloo: CPU "
+                                      "tensors over LibTorch's Gloo, ranks still from the MPI launcher)",
                                       [](TrainConfig& c) -> BackendKind& { return c.comm.backend; },
-                                      {BackendKind::kAuto, BackendKind::kMpi, BackendKind::kNccl}));
+                                      {BackendKind::kAuto, BackendKind::kMpi, BackendKind::kNccl, BackendKind::kGloo}));
   f.push_back(enum_field<DeviceKind>("comm.device", "device", "compute device",
                                      [](TrainConfig& c) -> DeviceKind& { return c.comm.device; },
                                      {DeviceKind::kAuto, DeviceKind::kCpu, DeviceKind::kCuda}));

@@ -51,6 +51,14 @@ void validate_for_device(const TrainConfig& config, DeviceKind device, const Con
   }
 }
 
+void validate_for_backend(const TrainConfig& config, BackendKind backend, const ConfigSources& sources) {
+  if (backend == BackendKind::kGloo && config.comm.compress == Compression::kBf16) {
+    // This LibTorch's Gloo reduces no bfloat16.
+    throw ConfigError(described("comm.compress", sources) + " 'bf16' needs comm.backend 'mpi' or 'nccl'; the gloo " +
+                      "backend sends fp32 buckets as they are");
+  }
+}
+
 void validate_output_dirs(const TrainConfig& config, const ConfigSources& sources) {
   check_output_directory(config.log.dir, described("log.dir", sources));
   if (config.checkpoint.enabled) check_output_directory(config.checkpoint.dir, described("checkpoint.dir", sources));

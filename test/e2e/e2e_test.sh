@@ -159,6 +159,27 @@ else
   fail "mpirun with torchrun's variables"; cat both.out
 fi
 
+# 4c. --backend gloo (MPI bootstraps, Gloo carries the gradients) trains as --backend mpi does.
+if grep -q "gloo" <<<"$("$dtrain" --version)"; then
+  if timeout 300 "$mpiexec" -np 2 $mpi_flags "$dtrain" --device cpu --backend gloo "${fast[@]}" --epochs 1 --log-dir logs-gloo \
+       --checkpoint=false >gloo.out 2>&1 &&
+     run_np 2 "${fast[@]}" --epochs 1 --log-dir logs-mpi --checkpoint=false >mpi.out 2>&1 &&
+     grep -q "backend gloo" gloo.out &&
+     /usr/bin/python3 - logs-gloo logs-mpi <<'PY'
+import glob, json, sys
+def final(d):
+    return [json.loads(l) for l in open(glob.glob(d + "/*/events.jsonl")[0]) if '"event":"run_end"' in l][0]
+g, m = final(sys.argv[1]), final(sys.argv[2])
+assert abs(g["final_test_loss"] - m["final_test_loss"]) <= 1e-5 * abs(m["final_test_loss"]) + 1e-7, (g, m)
+PY
+  then
+    pass "--backend gloo trains 2 ranks to the mpi backend's test loss"
+  else
+    fail "--backend gloo"; cat gloo.out
+  fi
+  expect_error 2 "comm.compress (from --compress) 'bf16' needs comm.backend 'mpi' or 'nccl'" --backend gloo --compress bf16
+fi
+
 # 5. --print-config emits YAML that --config accepts unchanged.
 if "$dtrain" --batch-size 32 --optimizer sgd --print-config >cfg.yaml && "$dtrain" --config cfg.yaml --print-config >cfg2.yaml &&
    cmp -s cfg.yaml cfg2.yaml && grep -q "batch_size: 32" cfg.yaml; then

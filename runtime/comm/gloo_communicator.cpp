@@ -1,0 +1,199 @@
+#include "runtime/comm/gloo_communicator.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <chrono>
+
+#include "runtime/comm/mpi_communicator.h"
+#include "runtime/util/check.h"
+
+namespace dtrain {
+
+struct GlooCommunicator::Impl {
+  ErrorOrigin origin;
+  WaitOptions wait;
+  std::chrono::milliseconds timeout{0};
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+
+  // A failed or timed-out Gloo operation as CommError: what, this rank, Gloo's message, and the
+  // heartbeat's view of which peer is stuck.
+  [[noreturn]] void fail(const std::string& what, const std::exception& e) const {
+    std::string message = "gloo " + what + " failed: " + e.what();
+    if (const size_t cut = message.find("\nException raised from"); cut != std::string::npos) message.resize(cut);
+    if (wait.explain_stall) {
+      const std::string stall = wait.explain_stall();
+      if (!stall.empty()) message += "; " + stall;
+    }
+    throw CommError(origin, message);
+  }
+
+  void wait_for(const c10::intrusive_ptr<c10d::Work>& work, const std::string& what) const {
+    WaitScope scope(wait.activity, what);
+    try {
+      work->wait(timeout);
+    } catch (const std::exception& e) {
+      fail(what, e);
+    }
+  }
+};
+
+namespace {
+
+void check_tensor(const at::Tensor& tensor, const ErrorOrigin& origin, const char* what) {
+  DTRAIN_CHECK_AT(!tensor.is_cuda(), CommError, origin,
+                  "gloo " << what << ": tensors must be on the CPU (use --backend nccl on GPUs)");
+  DTRAIN_CHECK_AT(tensor.is_contiguous(), CommError, origin,
+                  "gloo " << what << ": tensor must be contiguous (shape " << tensor.sizes() << ")");
+  const at::ScalarType type = tensor.scalar_type();
+  DTRAIN_CHECK_AT(type == at::kFloat || type == at::kDouble || type == at::kHalf || type == at::kInt ||
+                      type == at::kLong || type == at::kByte || type == at::kChar,
+                  CommError, origin,
+                  "gloo " << what << ": unsupported dtype " << type
+                          << " (float, double, half and integers; --compress bf16 needs --backend mpi or nccl)");
+}
+
+class GlooWork final : public Work {
+ public:
+  GlooWork(const GlooCommunicator::Impl& impl, c10::intrusive_ptr<c10d::Work> work, at::Tensor tensor, int divide_by)
+      : impl_(impl), work_(std::move(work)), tensor_(std::move(tensor)), divide_by_(divide_by) {}
+
+  ~GlooWork() override {
+    // Gloo's threads may still write into the tensor: it must outlive the operation. Waiting here is
+    // bounded by Gloo's own timeout; an error on the way out changes nothing.
+    if (!waited_) {
+      try {
+        work_->wait(impl_.timeout);
+      } catch (const std::exception&) {
+      }
+    }
+  }
+
+  bool is_completed() override { return work_->isCompleted(); }
+
+  void wait() override {
+    if (waited_) return;
+    impl_.wait_for(work_, "allreduce of " + std::to_string(tensor_.nbytes()) + " bytes");
+    waited_ = true;
+    if (divide_by_ > 1) tensor_.div_(divide_by_);  // Gloo sums; the average is taken here
+  }
+
+ private:
+  const GlooCommunicator::Impl& impl_;
+  c10::intrusive_ptr<c10d::Work> work_;
+  at::Tensor tensor_;
+  int divide_by_;
+  bool waited_ = false;
+};
+
+}  // namespace
+
+GlooCommunicator::GlooCommunicator(const MpiSession& session, const GlooOptions& options)
+    : impl_(std::make_unique<Impl>()), rank_(session.rank()), world_size_(session.world_size()) {
+  Impl& impl = *impl_;
+  impl.origin = session.origin();
+  impl.origin.host = session.hostname();
+  impl.wait = options.wait;
+  impl.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.wait.timeout_s * 1000.0));
+
+  // Rank 0's store listens on a free port of its host; MPI carries the port to the others.
+  const std::string store_host = session.hostnames().front();
+  MpiCommunicator bootstrap(session, options.wait);
+  at::Tensor port = at::zeros({1}, at::kLong);
+  try {
+    c10d::TCPStoreOptions store_options;
+    store_options.isServer = rank_ == 0;
+    store_options.port = 0;
+    store_options.numWorkers = static_cast<size_t>(world_size_);
+    store_options.waitWorkers = false;
+    store_options.timeout = impl.timeout;
+    if (rank_ == 0) {
+      impl.store = c10::make_intrusive<c10d::TCPStore>(store_host, store_options);
+      port[0] = static_cast<int64_t>(impl.store->getPort());
+    }
+    bootstrap.broadcast(port, 0);
+    if (rank_ != 0) {
+      store_options.port = static_cast<std::uint16_t>(port[0].item<int64_t>());
+      impl.store = c10::make_intrusive<c10d::TCPStore>(store_host, store_options);
+    }
+    auto group_options = c10d::ProcessGroupGloo::Options::create(impl.timeout);
+    group_options->devices.push_back(options.interface.empty()
+                                         ? c10d::ProcessGroupGloo::createDefaultDevice()
+                                         : c10d::ProcessGroupGloo::createDeviceForInterface(options.interface));
+    group_options->threads = 2;
+    impl.group = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>("dtrain/gloo", impl.store),
+                                                              rank_, world_size_, group_options);
+  } catch (const CommError&) {
+    throw;
+  } catch (const std::exception& e) {
+    impl.fail("set-up through the store at " + store_host + ":" + std::to_string(port[0].item<int64_t>()) +
+                  (options.interface.empty() ? "" : " on interface " + options.interface),
+              e);
+  }
+}
+
+GlooCommunicator::~GlooCommunicator() = default;
+
+std::unique_ptr<Work> GlooCommunicator::allreduce_async(at::Tensor tensor, ReduceOp op) {
+  check_tensor(tensor, impl_->origin, "allreduce");
+  DTRAIN_CHECK_AT(op == ReduceOp::kSum || tensor.is_floating_point(), CommError, impl_->origin,
+                  "gloo allreduce average needs a floating-point tensor, got " << tensor.scalar_type());
+  std::vector<at::Tensor> tensors{tensor};
+  c10d::AllreduceOptions options;
+  options.reduceOp = c10d::ReduceOp::SUM;
+  c10::intrusive_ptr<c10d::Work> work;
+  try {
+    work = impl_->group->allreduce(tensors, options);
+  } catch (const std::exception& e) {
+    impl_->fail("allreduce", e);
+  }
+  return std::make_unique<GlooWork>(*impl_, std::move(work), std::move(tensor),
+                                    op == ReduceOp::kAverage ? world_size_ : 1);
+}
+
+void GlooCommunicator::broadcast(at::Tensor& tensor, int root) {
+  check_tensor(tensor, impl_->origin, "broadcast");
+  DTRAIN_CHECK_AT(root >= 0 && root < world_size_, CommError, impl_->origin,
+                  "broadcast root " << root << " out of range [0, " << world_size_ << ")");
+  std::vector<at::Tensor> tensors{tensor};
+  c10d::BroadcastOptions options;
+  options.rootRank = root;
+  try {
+    impl_->wait_for(impl_->group->broadcast(tensors, options), "broadcast from rank " + std::to_string(root));
+  } catch (const CommError&) {
+    throw;
+  } catch (const std::exception& e) {
+    impl_->fail("broadcast", e);
+  }
+}
+
+at::Tensor GlooCommunicator::allgather(const at::Tensor& tensor) {
+  at::Tensor input = tensor.contiguous();
+  check_tensor(input, impl_->origin, "allgather");
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int r = 0; r < world_size_; ++r) outputs[0].push_back(at::empty_like(input));
+  std::vector<at::Tensor> inputs{input};
+  try {
+    impl_->wait_for(impl_->group->allgather(outputs, inputs), "allgather");
+  } catch (const CommError&) {
+    throw;
+  } catch (const std::exception& e) {
+    impl_->fail("allgather", e);
+  }
+  return at::stack(outputs[0]);
+}
+
+void GlooCommunicator::barrier() {
+  try {
+    impl_->wait_for(impl_->group->barrier(), "barrier");
+  } catch (const CommError&) {
+    throw;
+  } catch (const std::exception& e) {
+    impl_->fail("barrier", e);
+  }
+}
+
+}  // namespace dtrain

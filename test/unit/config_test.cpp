@@ -132,7 +132,7 @@ TEST_CASE("config errors name the key, the bad value and what was expected", "[c
   CHECK_THAT(error_of([] { parse({"--optimizer", "adamx"}); }),
              Contains("--optimizer (train.optimizer) must be one of adadelta|sgd|adam|adamw, got 'adamx'"));
   CHECK_THAT(error_of([] { parse({"--log-format", "json"}); }), Contains("one of katib|pytorch"));
-  CHECK_THAT(error_of([] { parse({"--backend", "gloo"}); }), Contains("one of auto|mpi|nccl"));
+  CHECK_THAT(error_of([] { parse({"--backend", "ucc"}); }), Contains("one of auto|mpi|nccl|gloo, got 'ucc'"));
   CHECK_THAT(error_of([] { parse({"--synthetic=maybe"}); }), Contains("must be true or false, got 'maybe'"));
   CHECK_THAT(error_of([] { parse({"--workload="}); }), Contains("--workload (workload) must be a non-empty string, got ''"));
 }

@@ -95,7 +95,7 @@ def cases(root, checkpoint):
     add("--first-bucket-mb zero", ["--first-bucket-mb", "0"], CONFIG, "--first-bucket-mb (comm.first_bucket_mb)")
     add("--comm-timeout-s zero", ["--comm-timeout-s", "0"], CONFIG, "--comm-timeout-s (comm.timeout_s) must be a number > 0")
     add("--comm-timeout-s beyond any run", ["--comm-timeout-s", "1e7"], CONFIG, "<= 1000000, got '1e7'")
-    for flag, choices in [("optimizer", "adadelta|sgd|adam|adamw"), ("precision", "fp32|bf16|fp16"), ("backend", "auto|mpi|nccl"),
+    for flag, choices in [("optimizer", "adadelta|sgd|adam|adamw"), ("precision", "fp32|bf16|fp16"), ("backend", "auto|mpi|nccl|gloo"),
                           ("device", "auto|cpu|cuda"), ("compress", "none|bf16"), ("log-format", "katib|pytorch"),
                           ("on-nonfinite", "stop|skip-step")]:
         add(f"--{flag} unknown", [f"--{flag}", "bogus"], CONFIG, f"must be one of {choices}, got 'bogus'")

@@ -16,18 +16,22 @@ study_run_dir() {
   printf '%s/n%02d-r%d' "$1" "$2" "$3"
 }
 
-# study_check_sizes "1 2 4" REPS: both are positive integers.
-study_check_sizes() {
-  local size
-  for size in $1; do
+# study_check_options OUT "1 2 4" REPS [KEY=VALUE...]: the options every runner takes: --out is given,
+# sizes and repetitions are positive integers, every --label is usable. Checked before any run starts.
+study_check_options() {
+  local out=$1 sizes=$2 reps=$3 size
+  shift 3
+  [ -n "$out" ] || { echo "$STUDY_RUNNER: --out DIR is required" >&2; return 2; }
+  for size in $sizes; do
     case "$size" in
       ''|*[!0-9]*|0) echo "$STUDY_RUNNER: --sizes takes positive integers, got '$size'" >&2; return 2 ;;
     esac
   done
-  [ -n "$(echo $1)" ] || { echo "$STUDY_RUNNER: --sizes is empty" >&2; return 2; }
-  case "$2" in
-    ''|*[!0-9]*|0) echo "$STUDY_RUNNER: --reps takes a positive integer, got '$2'" >&2; return 2 ;;
+  [ -n "$(echo $sizes)" ] || { echo "$STUDY_RUNNER: --sizes is empty" >&2; return 2; }
+  case "$reps" in
+    ''|*[!0-9]*|0) echo "$STUDY_RUNNER: --reps takes a positive integer, got '$reps'" >&2; return 2 ;;
   esac
+  study_check_labels "$@"
 }
 
 # study_check_labels KEY=VALUE...: each is a usable label (runners check --label values before any run).

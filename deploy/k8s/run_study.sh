@@ -35,9 +35,7 @@ while [ $# -gt 0 ]; do
     *) echo "run_study: unknown option '$1' (expected --sizes, --reps, --out, --timeout, --label, then -- and the render options)" >&2; exit 2 ;;
   esac
 done
-if [ -z "$out" ]; then echo "run_study: --out DIR is required" >&2; exit 2; fi
-study_check_sizes "$sizes" "$reps"
-study_check_labels ${extra_labels[@]+"${extra_labels[@]}"}
+study_check_options "$out" "$sizes" "$reps" ${extra_labels[@]+"${extra_labels[@]}"}
 case "$timeout" in
   *h) timeout_s=$(( ${timeout%h} * 3600 )) ;;
   *m) timeout_s=$(( ${timeout%m} * 60 )) ;;

@@ -44,9 +44,7 @@ while [ $# -gt 0 ]; do
     *) echo "$STUDY_RUNNER: unknown option '$1' (expected --sizes, --reps, --out, --platform, --accelerator, --label, --dtrain, --timeout, --keep-checkpoints, then -- and dtrain's flags)" >&2; exit 2 ;;
   esac
 done
-[ -n "$out" ] || { echo "$STUDY_RUNNER: --out DIR is required" >&2; exit 2; }
-study_check_sizes "$sizes" "$reps"
-study_check_labels ${extra_labels[@]+"${extra_labels[@]}"}
+study_check_options "$out" "$sizes" "$reps" ${extra_labels[@]+"${extra_labels[@]}"}
 case "$timeout_s" in ''|*[!0-9]*|0) echo "$STUDY_RUNNER: --timeout takes seconds, got '$timeout_s'" >&2; exit 2 ;; esac
 if [ -z "$dtrain" ]; then
   if [ -x "$root/build/dtrain" ]; then dtrain=$root/build/dtrain; else dtrain=$(command -v dtrain || true); fi

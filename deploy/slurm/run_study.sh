@@ -49,9 +49,7 @@ while [ $# -gt 0 ]; do
     *) echo "$STUDY_RUNNER: unknown option '$1' (expected --sizes, --reps, --out, --platform, --accelerator, --gpus-per-node, --ranks-per-node, --script, --sbatch-arg, --label, --wait, then -- and dtrain's flags)" >&2; exit 2 ;;
   esac
 done
-[ -n "$out" ] || { echo "$STUDY_RUNNER: --out DIR is required" >&2; exit 2; }
-study_check_sizes "$sizes" "$reps"
-study_check_labels ${extra_labels[@]+"${extra_labels[@]}"}
+study_check_options "$out" "$sizes" "$reps" ${extra_labels[@]+"${extra_labels[@]}"}
 for pair in "gpus-per-node:$gpus" "ranks-per-node:$ranks_per_node"; do
   case "${pair#*:}" in ''|*[!0-9]*) echo "$STUDY_RUNNER: --${pair%%:*} takes an integer, got '${pair#*:}'" >&2; exit 2 ;; esac
 done

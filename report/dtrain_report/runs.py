@@ -9,6 +9,7 @@ A run is, in this order of preference (docs/studies.md):
    before dtrain wrote run logs, or of other tools): one row, from those lines alone.
 """
 
+import csv
 import json
 import math
 import os
@@ -138,8 +139,6 @@ def read_events(path, run):
 def read_profile(run_dir, record, run):
     """A `profile` record with its operations table; the table's path is taken relative to the run
     directory, so a study copied elsewhere still finds it."""
-    import csv
-
     record = dict(record)
     table = run_dir / Path(record.get("table", "")).name
     rows = []

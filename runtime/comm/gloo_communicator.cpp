@@ -31,13 +31,23 @@ struct GlooCommunicator::Impl {
     throw CommError(origin, message);
   }
 
-  void wait_for(const c10::intrusive_ptr<c10d::Work>& work, const std::string& what) const {
-    WaitScope scope(wait.activity, what);
+  // Runs `call` (a Gloo call), turning what it throws into CommError.
+  template <class Call>
+  auto guarded(const std::string& what, Call call) const {
     try {
-      work->wait(timeout);
+      return call();
+    } catch (const CommError&) {
+      throw;
     } catch (const std::exception& e) {
       fail(what, e);
     }
+  }
+
+  // Starts a blocking collective with `start` and waits for it, marked in the activity for the heartbeat.
+  template <class Start>
+  void run(const std::string& what, Start start) const {
+    WaitScope scope(wait.activity, what);
+    guarded(what, [&] { start()->wait(timeout); });
   }
 };
 
@@ -76,7 +86,7 @@ class GlooWork final : public Work {
 
   void wait() override {
     if (waited_) return;
-    impl_.wait_for(work_, "allreduce of " + std::to_string(tensor_.nbytes()) + " bytes");
+    impl_.run("allreduce of " + std::to_string(tensor_.nbytes()) + " bytes", [this] { return work_; });
     waited_ = true;
     if (divide_by_ > 1) tensor_.div_(divide_by_);  // Gloo sums; the average is taken here
   }
@@ -144,12 +154,7 @@ std::unique_ptr<Work> GlooCommunicator::allreduce_async(at::Tensor tensor, Reduc
   std::vector<at::Tensor> tensors{tensor};
   c10d::AllreduceOptions options;
   options.reduceOp = c10d::ReduceOp::SUM;
-  c10::intrusive_ptr<c10d::Work> work;
-  try {
-    work = impl_->group->allreduce(tensors, options);
-  } catch (const std::exception& e) {
-    impl_->fail("allreduce", e);
-  }
+  c10::intrusive_ptr<c10d::Work> work = impl_->guarded("allreduce", [&] { return impl_->group->allreduce(tensors, options); });
   return std::make_unique<GlooWork>(*impl_, std::move(work), std::move(tensor),
                                     op == ReduceOp::kAverage ? world_size_ : 1);
 }
@@ -161,13 +166,7 @@ void GlooCommunicator::broadcast(at::Tensor& tensor, int root) {
   std::vector<at::Tensor> tensors{tensor};
   c10d::BroadcastOptions options;
   options.rootRank = root;
-  try {
-    impl_->wait_for(impl_->group->broadcast(tensors, options), "broadcast from rank " + std::to_string(root));
-  } catch (const CommError&) {
-    throw;
-  } catch (const std::exception& e) {
-    impl_->fail("broadcast", e);
-  }
+  impl_->run("broadcast from rank " + std::to_string(root), [&] { return impl_->group->broadcast(tensors, options); });
 }
 
 at::Tensor GlooCommunicator::allgather(const at::Tensor& tensor) {
@@ -176,24 +175,12 @@ at::Tensor GlooCommunicator::allgather(const at::Tensor& tensor) {
   std::vector<std::vector<at::Tensor>> outputs(1);
   for (int r = 0; r < world_size_; ++r) outputs[0].push_back(at::empty_like(input));
   std::vector<at::Tensor> inputs{input};
-  try {
-    impl_->wait_for(impl_->group->allgather(outputs, inputs), "allgather");
-  } catch (const CommError&) {
-    throw;
-  } catch (const std::exception& e) {
-    impl_->fail("allgather", e);
-  }
+  impl_->run("allgather", [&] { return impl_->group->allgather(outputs, inputs); });
   return at::stack(outputs[0]);
 }
 
 void GlooCommunicator::barrier() {
-  try {
-    impl_->wait_for(impl_->group->barrier(), "barrier");
-  } catch (const CommError&) {
-    throw;
-  } catch (const std::exception& e) {
-    impl_->fail("barrier", e);
-  }
+  impl_->run("barrier", [&] { return impl_->group->barrier(); });
 }
 
 }  // namespace dtrain

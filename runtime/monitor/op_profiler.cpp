@@ -206,9 +206,7 @@ ProfileOutput OpProfiler::stop() {
   ProfileOutput out;
   out.cuda = cuda_;
   out.events = static_cast<int64_t>(events.size());
-  const std::vector<OpProfileRow> table = summarize_profile(events);
-  for (const OpProfileRow& r : table) out.self_cuda_us += r.self_cuda_us;
-  out.table_csv = profile_table_csv(table);
+  out.table_csv = profile_table_csv(summarize_profile(events));
   const std::string path = temporary_trace_path();
   try {
     result->save(path);  // throws where LibTorch has no Kineto

@@ -55,7 +55,6 @@ struct ProfileOutput {
   bool kineto = false;      // the trace is Kineto's (with device activity where profiled)
   bool cuda = false;        // CUDA activity was profiled
   int64_t events = 0;       // events in the table's input
-  double self_cuda_us = 0.0;  // the table's total
 };
 
 // Profiles the constructing thread (and the autograd threads its work reaches) from construction until

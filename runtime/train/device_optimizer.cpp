@@ -15,7 +15,7 @@ namespace dtrain {
 namespace {
 
 // Makes `target` `value` where `take` is true (a 0-dim bool), or everywhere when `take` is undefined.
-void commit(at::Tensor& target, const at::Tensor& value, const at::Tensor& take) {
+void commit(const at::Tensor& target, const at::Tensor& value, const at::Tensor& take) {
   if (take.defined()) {
     target.copy_(at::where(take, value, target));
   } else {
@@ -23,16 +23,56 @@ void commit(at::Tensor& target, const at::Tensor& value, const at::Tensor& take)
   }
 }
 
+// The optimizer's state object of `param`, created (empty) where the optimizer has none yet.
 template <class State>
-State& state_of(torch::optim::Optimizer& optimizer, const at::Tensor& param, bool& created) {
+State& state_of(torch::optim::Optimizer& optimizer, const at::Tensor& param) {
   auto& map = optimizer.state();
   const OptimizerStateKey key = optimizer_state_key<OptimizerStateKey>(param);
   auto it = map.find(key);
-  created = it == map.end();
-  if (created) it = map.emplace(key, std::make_unique<State>()).first;
+  if (it == map.end()) it = map.emplace(key, std::make_unique<State>()).first;
   auto* state = dynamic_cast<State*>(it->second.get());
   if (state == nullptr) throw Error("an optimizer's parameter state is not of the class its optimizer keeps");
   return *state;
+}
+
+// Adam's and AdamW's state (the same fields in two classes): moments made now, the step count read.
+template <class State>
+torch::optim::OptimizerParamState* adam_state(torch::optim::Optimizer& optimizer, const at::Tensor& param,
+                                              int64_t& steps) {
+  auto& s = state_of<State>(optimizer, param);
+  if (!s.exp_avg().defined()) s.exp_avg(at::zeros_like(param, at::MemoryFormat::Preserve));
+  if (!s.exp_avg_sq().defined()) s.exp_avg_sq(at::zeros_like(param, at::MemoryFormat::Preserve));
+  if (steps < 0) steps = s.step();
+  return &s;
+}
+
+// torch::optim::Adam (L2 added to the gradient) and AdamW (decoupled: p *= 1 - lr wd first), with the
+// bias corrections of the device step count `step` and the device learning rate `lr`.
+template <class Options, class State>
+void adam_update(const at::Tensor& param, torch::optim::OptimizerParamState* state,
+                 const torch::optim::OptimizerOptions& group, bool decoupled, const at::Tensor& lr,
+                 const at::Tensor& step, const at::Tensor& take) {
+  const auto& o = static_cast<const Options&>(group);
+  auto& s = *static_cast<State*>(state);
+  const auto [beta1, beta2] = o.betas();
+  at::Tensor grad = param.grad();
+  at::Tensor decayed = param;
+  if (o.weight_decay() != 0) {
+    if (decoupled) {
+      decayed = param * (1 - lr * o.weight_decay());
+    } else {
+      grad = grad.add(param, o.weight_decay());
+    }
+  }
+  const at::Tensor bias_correction1 = 1 - at::pow(beta1, step);
+  const at::Tensor bias_correction2 = 1 - at::pow(beta2, step);
+  const at::Tensor avg = s.exp_avg().mul(beta1).add_(grad, 1 - beta1);
+  const at::Tensor avg_sq = s.exp_avg_sq().mul(beta2).addcmul_(grad, grad, 1 - beta2);
+  const at::Tensor denom = (avg_sq.sqrt() / bias_correction2.sqrt()).add_(o.eps());
+  const at::Tensor step_size = lr / bias_correction1;
+  commit(s.exp_avg(), avg, take);
+  commit(s.exp_avg_sq(), avg_sq, take);
+  commit(param, decayed - avg.div(denom).mul_(step_size), take);
 }
 
 }  // namespace
@@ -66,38 +106,22 @@ void DeviceOptimizer::sync_from_state() {
   for (auto& group : optimizer_.param_groups()) {
     std::vector<Param> params;
     for (const at::Tensor& p : group.params()) {
-      bool created = false;
       torch::optim::OptimizerParamState* state = nullptr;
-      const auto zeros = [&p] { return at::zeros_like(p, at::MemoryFormat::Preserve); };
       switch (kind_) {
         case OptimizerKind::kSgd: {
-          auto& s = state_of<torch::optim::SGDParamState>(optimizer_, p, created);
+          auto& s = state_of<torch::optim::SGDParamState>(optimizer_, p);
           // Zero momentum makes the first step's buffer the gradient itself, as torch's first step does
           // by copying (SGD here never dampens).
-          if (!s.momentum_buffer().defined()) s.momentum_buffer(zeros());
+          if (!s.momentum_buffer().defined()) s.momentum_buffer(at::zeros_like(p, at::MemoryFormat::Preserve));
           state = &s;
           break;
         }
-        case OptimizerKind::kAdam: {
-          auto& s = state_of<torch::optim::AdamParamState>(optimizer_, p, created);
-          if (!s.exp_avg().defined()) s.exp_avg(zeros());
-          if (!s.exp_avg_sq().defined()) s.exp_avg_sq(zeros());
-          if (steps < 0) steps = s.step();
-          state = &s;
-          break;
-        }
-        case OptimizerKind::kAdamW: {
-          auto& s = state_of<torch::optim::AdamWParamState>(optimizer_, p, created);
-          if (!s.exp_avg().defined()) s.exp_avg(zeros());
-          if (!s.exp_avg_sq().defined()) s.exp_avg_sq(zeros());
-          if (steps < 0) steps = s.step();
-          state = &s;
-          break;
-        }
+        case OptimizerKind::kAdam: state = adam_state<torch::optim::AdamParamState>(optimizer_, p, steps); break;
+        case OptimizerKind::kAdamW: state = adam_state<torch::optim::AdamWParamState>(optimizer_, p, steps); break;
         case OptimizerKind::kAdadelta: {
-          auto& s = state_of<AdadeltaParamState>(optimizer_, p, created);
-          if (!s.square_avg().defined()) s.square_avg(zeros());
-          if (!s.acc_delta().defined()) s.acc_delta(zeros());
+          auto& s = state_of<AdadeltaParamState>(optimizer_, p);
+          if (!s.square_avg().defined()) s.square_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
+          if (!s.acc_delta().defined()) s.acc_delta(at::zeros_like(p, at::MemoryFormat::Preserve));
           if (steps < 0) steps = s.step();
           state = &s;
           break;
@@ -140,7 +164,13 @@ void DeviceOptimizer::step(const at::Tensor& take) {
       switch (kind_) {
         case OptimizerKind::kSgd: step_sgd(p, options, take); break;
         case OptimizerKind::kAdam:
-        case OptimizerKind::kAdamW: step_adam(p, options, take); break;
+          adam_update<torch::optim::AdamOptions, torch::optim::AdamParamState>(p.param, p.state, options, false, lr_,
+                                                                                step_, take);
+          break;
+        case OptimizerKind::kAdamW:
+          adam_update<torch::optim::AdamWOptions, torch::optim::AdamWParamState>(p.param, p.state, options, true, lr_,
+                                                                                  step_, take);
+          break;
         case OptimizerKind::kAdadelta: step_adadelta(p, options, take); break;
       }
     }
@@ -160,50 +190,6 @@ void DeviceOptimizer::step_sgd(Param& p, const torch::optim::OptimizerOptions& g
     commit(state.momentum_buffer(), buffer, take);
   }
   commit(p.param, p.param - d * lr_, take);
-}
-
-// torch::optim::Adam (L2 added to the gradient) and AdamW (decoupled: p *= 1 - lr wd first), with the
-// bias corrections of the device step count.
-void DeviceOptimizer::step_adam(Param& p, const torch::optim::OptimizerOptions& group, const at::Tensor& take) {
-  const bool decoupled = kind_ == OptimizerKind::kAdamW;
-  double beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;
-  at::Tensor* exp_avg = nullptr;
-  at::Tensor* exp_avg_sq = nullptr;
-  if (decoupled) {
-    const auto& o = static_cast<const torch::optim::AdamWOptions&>(group);
-    std::tie(beta1, beta2) = o.betas();
-    eps = o.eps();
-    weight_decay = o.weight_decay();
-    auto& s = *static_cast<torch::optim::AdamWParamState*>(p.state);
-    exp_avg = &s.exp_avg();
-    exp_avg_sq = &s.exp_avg_sq();
-  } else {
-    const auto& o = static_cast<const torch::optim::AdamOptions&>(group);
-    std::tie(beta1, beta2) = o.betas();
-    eps = o.eps();
-    weight_decay = o.weight_decay();
-    auto& s = *static_cast<torch::optim::AdamParamState*>(p.state);
-    exp_avg = &s.exp_avg();
-    exp_avg_sq = &s.exp_avg_sq();
-  }
-  at::Tensor grad = p.param.grad();
-  at::Tensor param = p.param;
-  if (weight_decay != 0) {
-    if (decoupled) {
-      param = p.param * (1 - lr_ * weight_decay);
-    } else {
-      grad = grad.add(p.param, weight_decay);
-    }
-  }
-  const at::Tensor bias_correction1 = 1 - at::pow(beta1, step_);
-  const at::Tensor bias_correction2 = 1 - at::pow(beta2, step_);
-  const at::Tensor avg = exp_avg->mul(beta1).add_(grad, 1 - beta1);
-  const at::Tensor avg_sq = exp_avg_sq->mul(beta2).addcmul_(grad, grad, 1 - beta2);
-  const at::Tensor denom = (avg_sq.sqrt() / bias_correction2.sqrt()).add_(eps);
-  const at::Tensor step_size = lr_ / bias_correction1;
-  commit(*exp_avg, avg, take);
-  commit(*exp_avg_sq, avg_sq, take);
-  commit(p.param, param - avg.div(denom).mul_(step_size), take);
 }
 
 // dtrain's Adadelta (torch.optim.Adadelta's order of operations).

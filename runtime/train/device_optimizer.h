@@ -46,7 +46,6 @@ class DeviceOptimizer final {
  private:
   struct Param;
   void step_sgd(Param& p, const torch::optim::OptimizerOptions& group, const at::Tensor& take);
-  void step_adam(Param& p, const torch::optim::OptimizerOptions& group, const at::Tensor& take);  // Adam, AdamW
   void step_adadelta(Param& p, const torch::optim::OptimizerOptions& group, const at::Tensor& take);
 
   torch::optim::Optimizer& optimizer_;

@@ -144,8 +144,6 @@ at::Tensor Trainer::model_layout(const at::Tensor& inputs) const {
   return inputs.contiguous(at::MemoryFormat::ChannelsLast);
 }
 
-void Trainer::set_learning_rate(double lr) { state_.set_learning_rate(lr); }
-
 void Trainer::restore() {
   if (!config_.checkpoint.resume) return;
   set_phase(Phase::kRestoring, 0);
@@ -445,7 +443,7 @@ MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
     const int64_t group_size = std::min(opt.accumulate, steps - group_start);
     if (step == group_start) {
       const double lr = learning_rate_at(opt, epoch, step, steps);
-      if (lr != current_lr) set_learning_rate(lr);
+      if (lr != current_lr) state_.set_learning_rate(lr);
       if (step == 0) stats.lr = lr;
       current_lr = lr;
     }

@@ -69,7 +69,6 @@ class Trainer final {
   MetricSums train_epoch(int64_t epoch, EpochStats& stats);
   MetricSums evaluate();
   int64_t eval_samples() const;  // test samples evaluated after each epoch (train.eval_samples)
-  void set_learning_rate(double lr);
   // Image batches in NHWC order with train.channels_last; other inputs as they are.
   at::Tensor model_layout(const at::Tensor& inputs) const;
   // Rank 0's BatchNorm statistics (floating-point buffers) to every rank; see GradReducer::sync_buffers.

@@ -162,7 +162,7 @@ double gb_per_s(int64_t bytes, double seconds) { return seconds > 0 ? static_cas
 int run(int argc, char** argv, MpiSession& session) {
   const SweepOptions o = parse(argc, argv);
   const DeviceKind device = o.backend == BackendKind::kNccl ? resolve_device(DeviceKind::kCuda) : DeviceKind::kCpu;
-  const BackendKind backend = resolve_backend(o.backend, device);
+  const BackendKind backend = resolve_backend(o.backend, device, BootstrapKind::kMpi);
   CommSetup setup;
   setup.backend = backend;
   if (device == DeviceKind::kCuda) setup.cuda_device = select_cuda_device(session, backend);

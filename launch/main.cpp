@@ -1,7 +1,9 @@
-// The dtrain binary: reads the configuration, bootstraps MPI, picks the concrete communicator, reducer
-// and workload, and hands them to the trainer. Errors that every rank meets at the same point are
-// agreed and printed once, and every rank exits with the same status; any other error is recorded in the
-// run log and ends the whole job (MPI_Abort), so no rank is left waiting. docs/failures.md has the rules.
+// The dtrain binary: reads the configuration, brings the ranks together (MPI, or torchrun's environment
+// and its c10d store), picks the concrete communicator, reducer and workload, and hands them to the
+// trainer. Errors that every rank meets at the same point are agreed and printed once, and every rank
+// exits with the same status; any other error is recorded in the run log and ends the whole job
+// (MPI_Abort, or an exit that torchrun's agent acts on), so no rank is left waiting. docs/failures.md
+// has the rules.
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 #include <torch/version.h>
@@ -16,6 +18,7 @@
 #include "runtime/bootstrap/heartbeat.h"
 #include "runtime/bootstrap/launcher_env.h"
 #include "runtime/bootstrap/mpi_session.h"
+#include "runtime/bootstrap/store_session.h"
 #include "runtime/comm/make_communicator.h"
 #include "runtime/config/config_cli.h"
 #include "runtime/config/config_yaml.h"
@@ -51,13 +54,13 @@ Failure failure_of(const std::function<void()>& body) {
   return Failure{};
 }
 
-int threads_per_rank(const TrainConfig& config, const MpiSession& session) {
+int threads_per_rank(const TrainConfig& config, const Session& session) {
   if (config.train.threads > 0) return static_cast<int>(config.train.threads);
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return std::max(1, cores / session.local_world_size());
 }
 
-int ranks_per_host(const MpiSession& session) {
+int ranks_per_host(const Session& session) {
   int most = 0;
   for (const std::string& host : session.unique_hosts()) {
     const auto& all = session.hostnames();
@@ -84,7 +87,8 @@ void print_workloads(const WorkloadRegistry& registry) {
 class Job final {
  public:
   // `launcher`: the environment as the launcher left it, read before MPI started.
-  Job(MpiSession& session, LauncherEnv launcher) : session_(session), launcher_(std::move(launcher)) {}
+  Job(Session& session, LauncherEnv launcher)
+      : session_(session), mpi_(dynamic_cast<MpiSession*>(&session)), launcher_(std::move(launcher)) {}
 
   int run(int argc, char** argv);
 
@@ -97,14 +101,20 @@ class Job final {
   // An error that every rank met at the same point: printed once, recorded once, and every rank exits
   // with the same status after a clean goodbye.
   int fail_together(const Failure& failure);
+  // What the launcher implies for the configuration: under an elastic agent the global batch is held
+  // (train.elastic_batch auto), and every start of the group resumes from its checkpoints, unless
+  // checkpoint.resume was set: the agent restarts workers after failures and for nodes that join.
+  void apply_launcher(TrainConfig& config, const ConfigSources& sources);
   int train(const CommandLine& cmd, const Workload& workload, BackendKind backend, DeviceKind device, int cuda_device);
   void start_heartbeat(double timeout_s);
   void stop_heartbeat();
   void warn(const std::string& message);
 
-  MpiSession& session_;
+  Session& session_;
+  MpiSession* mpi_;  // the session when MPI started the ranks: the heartbeat runs over it
   LauncherEnv launcher_;
   std::string launcher_note_;  // a warning about the launcher's variables, for the run log
+  std::string restart_note_;   // why a restarted group resumes
   Activity activity_;
   std::unique_ptr<RunLogger> logger_;
   std::atomic<RunLogger*> log_sink_{nullptr};  // logger_ once it exists; read by the heartbeat thread
@@ -123,13 +133,14 @@ int Job::run(int argc, char** argv) {
   Failure failure = failure_of([&] {
     cmd = parse_command_line(argc, argv);
     if (cmd.show_help || cmd.show_version || cmd.list_workloads) return;
-    launcher_note_ = check_launcher(launcher_, session_.world_size());
+    if (mpi_ != nullptr) launcher_note_ = check_launcher(launcher_, session_.world_size());
     workload = registry.create(cmd.config.workload);
     cmd.config = configure_workload(*workload, cmd.config, cmd.sources);
+    apply_launcher(cmd.config, cmd.sources);
     validate_config(cmd.config, cmd.sources);
     if (cmd.print_config) return;
     device = resolve_device(cmd.config.comm.device);
-    backend = resolve_backend(cmd.config.comm.backend, device);
+    backend = resolve_backend(cmd.config.comm.backend, device, session_.kind());
     validate_for_device(cmd.config, device, cmd.sources);
     validate_for_backend(cmd.config, backend, cmd.sources);
     if (device == DeviceKind::kCuda) cuda_device = select_cuda_device(session_, backend);
@@ -196,6 +207,7 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
     logger_ = std::make_unique<RunLogger>(config.log, session_.is_root(), config.workload);
     log_sink_.store(logger_.get());
     if (!launcher_note_.empty()) logger_->warning(launcher_note_);
+    if (!restart_note_.empty()) logger_->info(restart_note_);
     trainer = std::make_unique<Trainer>(config, workload, *comm, *logger_, make_reducer, compute_device, &activity_);
   });
   failure = session_.first_error(failure, wait);
@@ -212,7 +224,9 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
   info.device = compute_device.str();
   info.threads_per_rank = threads;
   info.torch_version = TORCH_VERSION;
-  info.mpi_version = session_.mpi_library_version();
+  info.bootstrap = to_string(session_.kind());
+  info.launcher = session_.description();
+  info.restart_count = session_.restart_count();
   info.dtrain_version = DTRAIN_VERSION;
   try {
     trainer->run(std::move(info));
@@ -224,9 +238,27 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
   return kExitSuccess;
 }
 
+void Job::apply_launcher(TrainConfig& config, const ConfigSources& sources) {
+  if (mpi_ == nullptr && !launcher_.mpi_variable.empty()) {
+    launcher_note_ = "ignoring the MPI launcher's variables (" + launcher_.mpi_variable +
+                     "): comm.bootstrap is 'env', so the ranks come from torchrun's (" + launcher_.torch_summary + ")";
+  }
+  if (config.train.elastic_batch == ElasticBatch::kAuto) {
+    config.train.elastic_batch = session_.elastic_agent() ? ElasticBatch::kGlobal : ElasticBatch::kPerRank;
+  }
+  if (session_.elastic_agent() && config.checkpoint.enabled && !sources.count("checkpoint.resume")) {
+    config.checkpoint.resume = true;
+    restart_note_ = "under torchrun's elastic agent (restart " + std::to_string(session_.restart_count()) +
+                    "): resuming from the newest checkpoint in " + config.checkpoint.dir +
+                    " if there is one (--resume=false starts afresh)";
+  }
+}
+
 void Job::start_heartbeat(double timeout_s) {
-  if (session_.world_size() == 1) return;
-  if (!session_.has_thread_multiple()) {
+  // Under torchrun, Gloo's and NCCL's timeouts bound every wait and the agent restarts the group; the
+  // heartbeat that names stuck ranks runs over MPI.
+  if (session_.world_size() == 1 || mpi_ == nullptr) return;
+  if (!mpi_->has_thread_multiple()) {
     if (session_.is_root()) {
       std::cerr << "dtrain: note: this MPI provides no MPI_THREAD_MULTIPLE, so no heartbeat runs: a stuck rank "
                    "still fails the job after comm.timeout_s, but cannot be named"
@@ -239,7 +271,7 @@ void Job::start_heartbeat(double timeout_s) {
   callbacks.on_peer_fatal = [this](int rank, const std::string& message, const ActivitySnapshot& where) {
     if (RunLogger* logger = log_sink_.load()) logger->error(message, rank, where);
   };
-  heartbeat_ = std::make_unique<Heartbeat>(session_, activity_, heartbeat_options_for(timeout_s), std::move(callbacks));
+  heartbeat_ = std::make_unique<Heartbeat>(*mpi_, activity_, heartbeat_options_for(timeout_s), std::move(callbacks));
 }
 
 void Job::stop_heartbeat() {
@@ -290,13 +322,37 @@ int Job::fail_alone(Failure failure) {
 }  // namespace
 }  // namespace dtrain
 
+namespace dtrain {
+namespace {
+
+// The session the launcher's environment and comm.bootstrap ask for. The configuration is read here
+// only for comm.bootstrap and comm.timeout_s (how long to wait for the other ranks): its errors are
+// reported after the ranks have met, once, by the parse every rank repeats.
+std::unique_ptr<Session> start_session(int* argc, char*** argv, const LauncherEnv& launcher) {
+  CommOptions comm;
+  try {
+    comm = parse_command_line(*argc, *argv).config.comm;
+  } catch (const std::exception&) {
+  }
+  if (choose_bootstrap(comm.bootstrap, launcher) == BootstrapKind::kEnv) {
+    return std::make_unique<StoreSession>(read_torch_env(process_environment()), comm.timeout_s);
+  }
+  return std::make_unique<MpiSession>(argc, argv);
+}
+
+}  // namespace
+}  // namespace dtrain
+
 int main(int argc, char** argv) {
   const dtrain::LauncherEnv launcher = dtrain::read_launcher_env(dtrain::process_environment());
-  std::unique_ptr<dtrain::MpiSession> session;
+  std::unique_ptr<dtrain::Session> session;
   try {
-    session = std::make_unique<dtrain::MpiSession>(&argc, &argv);
+    session = dtrain::start_session(&argc, &argv, launcher);
+  } catch (const dtrain::Error& e) {
+    std::cerr << "dtrain: error: " << e.what() << std::endl;
+    return dtrain::exit_code_of(e);
   } catch (const std::exception& e) {
-    std::cerr << "dtrain: cannot start MPI: " << e.what() << std::endl;
+    std::cerr << "dtrain: cannot start: " << e.what() << std::endl;
     return dtrain::kExitComm;
   }
   dtrain::Job job(*session, launcher);

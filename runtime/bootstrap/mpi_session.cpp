@@ -1,7 +1,9 @@
 #include "runtime/bootstrap/mpi_session.h"
 
-#include <algorithm>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
 #include <cctype>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -61,12 +63,50 @@ MpiSession::~MpiSession() {
   if (!aborted_) MPI_Finalize();
 }
 
-std::vector<std::string> MpiSession::unique_hosts() const {
-  std::vector<std::string> hosts;
-  for (const std::string& host : hostnames_) {
-    if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
+std::string MpiSession::broadcast(const std::string& bytes, int root, const WaitOptions& wait,
+                                  const std::string& what) const {
+  if (world_size_ == 1) return bytes;
+  long long size = static_cast<long long>(bytes.size());
+  MPI_Request request = MPI_REQUEST_NULL;
+  DTRAIN_MPI_CHECK(MPI_Ibcast(&size, 1, MPI_LONG_LONG, root, MPI_COMM_WORLD, &request));
+  detail::wait_mpi_request(&request, wait, "broadcasting " + what);
+  std::string value = rank_ == root ? bytes : std::string(static_cast<size_t>(size), '\0');
+  DTRAIN_MPI_CHECK(MPI_Ibcast(value.data(), static_cast<int>(size), MPI_CHAR, root, MPI_COMM_WORLD, &request));
+  detail::wait_mpi_request(&request, wait, "broadcasting " + what);
+  return value;
+}
+
+c10::intrusive_ptr<c10d::Store> MpiSession::store(const WaitOptions& wait) {
+  if (store_) return store_;
+  const std::string& host = hostnames_.front();
+  c10d::TCPStoreOptions options;
+  options.isServer = rank_ == 0;
+  options.port = 0;  // rank 0: any free port
+  options.numWorkers = static_cast<size_t>(world_size_);
+  options.waitWorkers = false;
+  options.timeout = std::chrono::milliseconds(static_cast<int64_t>(wait.timeout_s * 1000.0));
+  std::string port;
+  try {
+    c10::intrusive_ptr<c10d::TCPStore> store;
+    if (rank_ == 0) {
+      store = c10::make_intrusive<c10d::TCPStore>(host, options);
+      port = std::to_string(store->getPort());
+    }
+    port = broadcast(port, 0, wait, "the store's port");
+    if (rank_ != 0) {
+      options.port = static_cast<std::uint16_t>(std::stoi(port));
+      store = c10::make_intrusive<c10d::TCPStore>(host, options);
+    }
+    store_ = store;
+  } catch (const CommError&) {
+    throw;
+  } catch (const std::exception& e) {
+    std::string message = e.what();
+    if (const size_t cut = message.find("\nException raised from"); cut != std::string::npos) message.resize(cut);
+    throw CommError(origin(), "cannot " + std::string(rank_ == 0 ? "start" : "reach") + " the c10d store of rank 0 at " +
+                                  host + (port.empty() ? "" : ":" + port) + ": " + message);
   }
-  return hosts;
+  return store_;
 }
 
 Failure MpiSession::first_error(const Failure& local, const WaitOptions& wait) const {

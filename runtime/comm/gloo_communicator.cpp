@@ -3,11 +3,10 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <atomic>
 #include <chrono>
 
-#include "runtime/comm/mpi_communicator.h"
 #include "runtime/util/check.h"
 
 namespace dtrain {
@@ -16,7 +15,6 @@ struct GlooCommunicator::Impl {
   ErrorOrigin origin;
   WaitOptions wait;
   std::chrono::milliseconds timeout{0};
-  c10::intrusive_ptr<c10d::TCPStore> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
 
   // A failed or timed-out Gloo operation as CommError: what, this rank, Gloo's message, and the
@@ -101,48 +99,27 @@ class GlooWork final : public Work {
 
 }  // namespace
 
-GlooCommunicator::GlooCommunicator(const MpiSession& session, const GlooOptions& options)
+GlooCommunicator::GlooCommunicator(Session& session, const GlooOptions& options)
     : impl_(std::make_unique<Impl>()), rank_(session.rank()), world_size_(session.world_size()) {
   Impl& impl = *impl_;
   impl.origin = session.origin();
   impl.origin.host = session.hostname();
   impl.wait = options.wait;
   impl.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.wait.timeout_s * 1000.0));
-
-  // Rank 0's store listens on a free port of its host; MPI carries the port to the others.
-  const std::string store_host = session.hostnames().front();
-  MpiCommunicator bootstrap(session, options.wait);
-  at::Tensor port = at::zeros({1}, at::kLong);
-  try {
-    c10d::TCPStoreOptions store_options;
-    store_options.isServer = rank_ == 0;
-    store_options.port = 0;
-    store_options.numWorkers = static_cast<size_t>(world_size_);
-    store_options.waitWorkers = false;
-    store_options.timeout = impl.timeout;
-    if (rank_ == 0) {
-      impl.store = c10::make_intrusive<c10d::TCPStore>(store_host, store_options);
-      port[0] = static_cast<int64_t>(impl.store->getPort());
-    }
-    bootstrap.broadcast(port, 0);
-    if (rank_ != 0) {
-      store_options.port = static_cast<std::uint16_t>(port[0].item<int64_t>());
-      impl.store = c10::make_intrusive<c10d::TCPStore>(store_host, store_options);
-    }
+  c10::intrusive_ptr<c10d::Store> store = session.store(options.wait);
+  // Each process group of the session gets keys of its own (Gloo's addresses are published under them);
+  // every rank creates its groups in the same order, so the count agrees.
+  static std::atomic<int64_t> groups{0};
+  const std::string prefix = "dtrain/gloo/" + std::to_string(groups++);
+  impl.guarded("set-up" + (options.interface.empty() ? std::string() : " on interface " + options.interface), [&] {
     auto group_options = c10d::ProcessGroupGloo::Options::create(impl.timeout);
     group_options->devices.push_back(options.interface.empty()
                                          ? c10d::ProcessGroupGloo::createDefaultDevice()
                                          : c10d::ProcessGroupGloo::createDeviceForInterface(options.interface));
     group_options->threads = 2;
-    impl.group = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>("dtrain/gloo", impl.store),
+    impl.group = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>(prefix, store),
                                                               rank_, world_size_, group_options);
-  } catch (const CommError&) {
-    throw;
-  } catch (const std::exception& e) {
-    impl.fail("set-up through the store at " + store_host + ":" + std::to_string(port[0].item<int64_t>()) +
-                  (options.interface.empty() ? "" : " on interface " + options.interface),
-              e);
-  }
+  });
 }
 
 GlooCommunicator::~GlooCommunicator() = default;

@@ -1,14 +1,14 @@
 // Collectives over Gloo (LibTorch's c10d ProcessGroupGloo) on CPU tensors, behind the same interface as
-// MPI and NCCL, so the bucketed, overlapped reducer works unchanged: `--backend gloo`. The ranks still
-// come from the MPI launcher (MPI bootstraps, Gloo carries the gradients): rank 0 hosts a c10d TCPStore
-// on a free port, MPI tells the others where, and Gloo's TCP pairs form over it. Gloo runs its own
-// threads, so an allreduce progresses while backward computes with no polling.
+// MPI and NCCL, so the bucketed, overlapped reducer works unchanged: `--backend gloo`. The ranks come
+// from the session (an MPI launcher, or torchrun's environment), and Gloo's TCP pairs form through the
+// session's c10d store. Gloo runs its own threads, so an allreduce progresses while backward computes
+// with no polling.
 #pragma once
 
 #include <memory>
 #include <string>
 
-#include "runtime/bootstrap/mpi_session.h"
+#include "runtime/bootstrap/session.h"
 #include "runtime/bootstrap/wait_options.h"
 #include "runtime/comm/communicator.h"
 
@@ -23,9 +23,9 @@ struct GlooOptions {
 
 class GlooCommunicator final : public Communicator {
  public:
-  // Collective over the ranks of `session`. Throws CommError naming the store's address when the ranks
-  // cannot connect within the timeout.
-  GlooCommunicator(const MpiSession& session, const GlooOptions& options);
+  // Collective over the ranks of `session`. Throws CommError when the ranks cannot connect within the
+  // timeout.
+  GlooCommunicator(Session& session, const GlooOptions& options);
   ~GlooCommunicator() override;
 
   int rank() const override { return rank_; }

@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 
+#include "runtime/bootstrap/mpi_session.h"
 #include "runtime/comm/mpi_communicator.h"
 #include "runtime/device/gpu_assignment.h"
 #include "runtime/util/error.h"
@@ -82,23 +83,26 @@ std::function<void*()> torch_compute_stream() { return {}; }
 #if DTRAIN_WITH_NCCL
 constexpr bool kNcclBuilt = true;
 
-std::unique_ptr<Communicator> make_nccl_communicator(const CommSetup& setup, const MpiSession& session) {
+// CPU tensors go over MPI when MPI started the ranks; under torchrun, through the GPU.
+std::unique_ptr<Communicator> make_nccl_communicator(const CommSetup& setup, Session& session) {
   NcclOptions nccl;
   nccl.device = setup.cuda_device;
   nccl.wait = setup.wait;
   nccl.on_fatal = setup.on_fatal;
   nccl.compute_stream = torch_compute_stream();
-  return std::make_unique<NcclCommunicator>(session, nccl);
+  std::unique_ptr<Communicator> host;
+  if (const auto* mpi = dynamic_cast<const MpiSession*>(&session)) host = std::make_unique<MpiCommunicator>(*mpi, setup.wait);
+  return std::make_unique<NcclCommunicator>(session, std::move(host), nccl);
 }
 #else
 constexpr bool kNcclBuilt = false;
-std::unique_ptr<Communicator> make_nccl_communicator(const CommSetup&, const MpiSession&) { return nullptr; }
+std::unique_ptr<Communicator> make_nccl_communicator(const CommSetup&, Session&) { return nullptr; }
 #endif
 
 #if DTRAIN_WITH_GLOO
 constexpr bool kGlooBuilt = true;
 
-std::unique_ptr<Communicator> make_gloo_communicator(const CommSetup& setup, const MpiSession& session) {
+std::unique_ptr<Communicator> make_gloo_communicator(const CommSetup& setup, Session& session) {
   GlooOptions gloo;
   gloo.wait = setup.wait;
   if (const char* interface = std::getenv("GLOO_SOCKET_IFNAME")) gloo.interface = interface;
@@ -106,7 +110,7 @@ std::unique_ptr<Communicator> make_gloo_communicator(const CommSetup& setup, con
 }
 #else
 constexpr bool kGlooBuilt = false;
-std::unique_ptr<Communicator> make_gloo_communicator(const CommSetup&, const MpiSession&) { return nullptr; }
+std::unique_ptr<Communicator> make_gloo_communicator(const CommSetup&, Session&) { return nullptr; }
 #endif
 
 }  // namespace
@@ -144,11 +148,22 @@ DeviceKind resolve_device(DeviceKind requested) {
   return requested;
 }
 
-BackendKind resolve_backend(BackendKind requested, DeviceKind device) {
+BackendKind resolve_backend(BackendKind requested, DeviceKind device, BootstrapKind bootstrap) {
+  const bool under_mpi = bootstrap != BootstrapKind::kEnv;
   switch (requested) {
     case BackendKind::kAuto:
-      return device == DeviceKind::kCuda && kNcclBuilt ? BackendKind::kNccl : BackendKind::kMpi;
+      if (device == DeviceKind::kCuda && kNcclBuilt) return BackendKind::kNccl;
+      if (under_mpi) return BackendKind::kMpi;
+      if (kGlooBuilt) return BackendKind::kGloo;
+      throw ConfigError("under torchrun's environment (comm.bootstrap 'env') CPU training needs the gloo backend, "
+                        "which is not built into this dtrain (" + libtorch_description() + "; available backends: " +
+                        join(available_backends()) + "): build against a LibTorch with Gloo headers (Debian: "
+                        "libgloo-dev), train on GPUs with nccl, or start the ranks with mpirun or srun");
     case BackendKind::kMpi:
+      if (!under_mpi) {
+        throw ConfigError("comm.backend 'mpi' needs ranks that an MPI launcher started (mpirun, srun), but comm.bootstrap "
+                          "is 'env' (torchrun's variables); use --backend gloo on CPUs or nccl on GPUs");
+      }
       return BackendKind::kMpi;
     case BackendKind::kNccl:
       if (!kNcclBuilt) {
@@ -175,7 +190,7 @@ BackendKind resolve_backend(BackendKind requested, DeviceKind device) {
   throw ConfigError("unknown comm.backend");
 }
 
-int select_cuda_device(const MpiSession& session, BackendKind backend) {
+int select_cuda_device(const Session& session, BackendKind backend) {
   GpuPlacement placement;
   placement.local_rank = session.local_rank();
   placement.local_world_size = session.local_world_size();
@@ -189,9 +204,13 @@ int select_cuda_device(const MpiSession& session, BackendKind backend) {
   return device;
 }
 
-std::unique_ptr<Communicator> make_communicator(const CommSetup& setup, const MpiSession& session) {
+std::unique_ptr<Communicator> make_communicator(const CommSetup& setup, Session& session) {
   std::unique_ptr<Communicator> comm;
-  if (setup.backend == BackendKind::kMpi) comm = std::make_unique<MpiCommunicator>(session, setup.wait);
+  if (setup.backend == BackendKind::kMpi) {
+    const auto* mpi = dynamic_cast<const MpiSession*>(&session);
+    if (mpi == nullptr) throw ConfigError("comm.backend 'mpi' needs ranks that an MPI launcher started (comm.bootstrap 'mpi')");
+    comm = std::make_unique<MpiCommunicator>(*mpi, setup.wait);
+  }
   if (setup.backend == BackendKind::kNccl) comm = make_nccl_communicator(setup, session);
   if (setup.backend == BackendKind::kGloo) comm = make_gloo_communicator(setup, session);
   if (comm) return comm;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/bootstrap/mpi_session.h"
+#include "runtime/bootstrap/session.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/config/config.h"
 #include "runtime/util/error.h"
@@ -24,14 +24,15 @@ std::string libtorch_description();
 std::vector<std::string> available_devices();
 
 // Local. Resolve comm.device and comm.backend: "auto" picks CUDA and NCCL when a GPU is visible and
-// NCCL was built in, else CPU and MPI. Throws ConfigError, listing what is available, when the request
-// cannot be met; never falls back silently.
+// NCCL was built in, else CPU and MPI (Gloo when the ranks came from torchrun's environment, `bootstrap`
+// env). Throws ConfigError, listing what is available, when the request cannot be met; never falls back
+// silently.
 DeviceKind resolve_device(DeviceKind requested);
-BackendKind resolve_backend(BackendKind requested, DeviceKind device);
+BackendKind resolve_backend(BackendKind requested, DeviceKind device, BootstrapKind bootstrap);
 
 // Local. The CUDA device of this rank from its local rank (see assign_gpu), made LibTorch's current
 // device. Throws ConfigError when the node has too few GPUs for the backend.
-int select_cuda_device(const MpiSession& session, BackendKind backend);
+int select_cuda_device(const Session& session, BackendKind backend);
 
 struct CommSetup {
   BackendKind backend = BackendKind::kMpi;  // resolved
@@ -41,7 +42,7 @@ struct CommSetup {
   std::function<void(const CommError& error)> on_fatal;
 };
 
-// Collective: every rank of `session` must call it with the same backend.
-std::unique_ptr<Communicator> make_communicator(const CommSetup& setup, const MpiSession& session);
+// Collective: every rank of `session` must call it with the same backend. MPI needs an MpiSession.
+std::unique_ptr<Communicator> make_communicator(const CommSetup& setup, Session& session);
 
 }  // namespace dtrain

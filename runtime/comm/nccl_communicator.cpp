@@ -7,13 +7,13 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <iostream>
 #include <mutex>
 #include <sstream>
 #include <thread>
 #include <vector>
 
-#include "runtime/comm/mpi_communicator.h"
 #include "runtime/device/cuda_check.h"
 
 namespace dtrain {
@@ -74,7 +74,7 @@ struct NcclState {
   NcclOptions options;
   int rank = 0;
   int world_size = 1;
-  std::unique_ptr<MpiCommunicator> host;  // CPU tensors
+  std::unique_ptr<Communicator> host;  // CPU tensors; null: through the GPU
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;  // the communication stream
   cudaEvent_t ready = nullptr;    // marks "inputs written" on the compute stream, re-recorded per collective
@@ -234,6 +234,24 @@ namespace {
 
 #define DTRAIN_NCCL_CHECK(impl, call, context) (impl).check_nccl((call), #call, (context), __FILE__, __LINE__)
 
+// A CPU tensor's collective run on a GPU copy of it (no host communicator): wait() copies the result
+// back, which makes the host wait for the GPU.
+class StagedWork final : public Work {
+ public:
+  StagedWork(std::unique_ptr<Work> work, at::Tensor host, at::Tensor staged)
+      : work_(std::move(work)), host_(std::move(host)), staged_(std::move(staged)) {}
+  bool is_completed() override { return work_->is_completed(); }
+  void wait() override {
+    work_->wait();
+    host_.copy_(staged_);
+  }
+
+ private:
+  std::unique_ptr<Work> work_;
+  at::Tensor host_;
+  at::Tensor staged_;
+};
+
 class NcclWork final : public Work {
  public:
   NcclWork(detail::NcclState& impl, at::Tensor tensor, std::shared_ptr<Op> op)
@@ -268,13 +286,13 @@ class NcclWork final : public Work {
 
 }  // namespace
 
-NcclCommunicator::NcclCommunicator(const MpiSession& session, const NcclOptions& options)
+NcclCommunicator::NcclCommunicator(const Session& session, std::unique_ptr<Communicator> host, const NcclOptions& options)
     : impl_(std::make_unique<detail::NcclState>()) {
   detail::NcclState& impl = *impl_;
   impl.options = options;
   impl.rank = session.rank();
   impl.world_size = session.world_size();
-  impl.host = std::make_unique<MpiCommunicator>(session, options.wait);
+  impl.host = std::move(host);
 
   int devices = 0;
   DTRAIN_CUDA_CHECK(cudaGetDeviceCount(&devices));
@@ -283,11 +301,14 @@ NcclCommunicator::NcclCommunicator(const MpiSession& session, const NcclOptions&
                                  << " device(s)");
   DTRAIN_CUDA_CHECK(cudaSetDevice(options.device));
 
-  // Rank 0's id reaches the others over MPI: 128 opaque bytes.
+  // Rank 0's id reaches the others through the session: 128 opaque bytes.
   ncclUniqueId id{};
   if (impl.rank == 0) DTRAIN_NCCL_CHECK(impl, ncclGetUniqueId(&id), "");
-  at::Tensor id_bytes = at::from_blob(&id, {static_cast<int64_t>(sizeof(id))}, at::kByte);
-  impl.host->broadcast(id_bytes, 0);
+  const std::string id_bytes = session.broadcast(std::string(reinterpret_cast<const char*>(&id), sizeof id), 0,
+                                                 options.wait, "the NCCL unique id");
+  DTRAIN_CHECK_AT(id_bytes.size() == sizeof id, CommError, detail::device_origin(),
+                  "the NCCL unique id from rank 0 has " << id_bytes.size() << " bytes, expected " << sizeof id);
+  std::memcpy(&id, id_bytes.data(), sizeof id);
 
   int lowest = 0;
   int highest = 0;
@@ -349,7 +370,12 @@ int NcclCommunicator::world_size() const { return impl_->world_size; }
 int NcclCommunicator::device() const { return impl_->options.device; }
 
 std::unique_ptr<Work> NcclCommunicator::allreduce_async(at::Tensor tensor, ReduceOp op) {
-  if (!tensor.is_cuda()) return impl_->host->allreduce_async(std::move(tensor), op);
+  if (!tensor.is_cuda()) {
+    if (impl_->host) return impl_->host->allreduce_async(std::move(tensor), op);
+    at::Tensor staged = tensor.to(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(impl_->options.device)));
+    std::unique_ptr<Work> work = allreduce_async(staged, op);
+    return std::make_unique<StagedWork>(std::move(work), std::move(tensor), std::move(staged));
+  }
   detail::NcclState& impl = *impl_;
   impl.throw_if_failed();
   const size_t count = impl.check_tensor(tensor, "allreduce");
@@ -366,7 +392,13 @@ std::unique_ptr<Work> NcclCommunicator::allreduce_async(at::Tensor tensor, Reduc
 }
 
 void NcclCommunicator::broadcast(at::Tensor& tensor, int root) {
-  if (!tensor.is_cuda()) return impl_->host->broadcast(tensor, root);
+  if (!tensor.is_cuda()) {
+    if (impl_->host) return impl_->host->broadcast(tensor, root);
+    at::Tensor staged = tensor.to(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(impl_->options.device)));
+    broadcast(staged, root);
+    tensor.copy_(staged);  // waits for the GPU
+    return;
+  }
   detail::NcclState& impl = *impl_;
   impl.throw_if_failed();
   DTRAIN_CHECK_AT(root >= 0 && root < impl.world_size, CommError, detail::device_origin(),
@@ -382,7 +414,10 @@ void NcclCommunicator::broadcast(at::Tensor& tensor, int root) {
 }
 
 at::Tensor NcclCommunicator::allgather(const at::Tensor& tensor) {
-  if (!tensor.is_cuda()) return impl_->host->allgather(tensor);
+  if (!tensor.is_cuda()) {
+    if (impl_->host) return impl_->host->allgather(tensor);
+    return allgather(tensor.to(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(impl_->options.device)))).cpu();
+  }
   detail::NcclState& impl = *impl_;
   impl.throw_if_failed();
   at::Tensor input = tensor.contiguous();
@@ -403,7 +438,10 @@ at::Tensor NcclCommunicator::allgather(const at::Tensor& tensor) {
 void NcclCommunicator::barrier() {
   // Every collective this rank issued has been handed to the GPU; what remains is the ranks meeting.
   impl_->throw_if_failed();
-  impl_->host->barrier();
+  if (impl_->host) return impl_->host->barrier();
+  at::Tensor token = at::zeros({1}, at::TensorOptions(at::kCUDA).device_index(static_cast<c10::DeviceIndex>(impl_->options.device)));
+  allreduce(token, ReduceOp::kSum);
+  (void)token.cpu();  // the host waits until every rank has contributed
 }
 
 std::string nccl_runtime_version() {

@@ -1,15 +1,16 @@
-// Collectives over NCCL on CUDA tensors, one GPU per rank. Rank 0 creates the NCCL id and MPI carries
-// it to the others. Collectives run on a dedicated stream, ordered against the caller's compute stream
-// with CUDA events, so the training step never waits on the host. CPU tensors (metrics, small host
-// values) go over MPI. A watchdog thread aborts the NCCL communicator when a collective outlives
-// comm.timeout_s or NCCL reports an asynchronous error, so peers fail instead of hanging.
+// Collectives over NCCL on CUDA tensors, one GPU per rank. Rank 0 creates the NCCL id and the session
+// (MPI, or the c10d store under torchrun) carries it to the others. Collectives run on a dedicated
+// stream, ordered against the caller's compute stream with CUDA events, so the training step never
+// waits on the host. CPU tensors (metrics, small host values) go over the host communicator when there
+// is one (MPI), else through the GPU. A watchdog thread aborts the NCCL communicator when a collective
+// outlives comm.timeout_s or NCCL reports an asynchronous error, so peers fail instead of hanging.
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <string>
 
-#include "runtime/bootstrap/mpi_session.h"
+#include "runtime/bootstrap/session.h"
 #include "runtime/bootstrap/wait_options.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/util/error.h"
@@ -34,9 +35,10 @@ struct NcclOptions {
 
 class NcclCommunicator final : public Communicator {
  public:
-  // Collective over all ranks of `session`. Throws CommError naming the failed CUDA/NCCL call, the rank
-  // and the host (no device, bad device index, NCCL init failure).
-  NcclCommunicator(const MpiSession& session, const NcclOptions& options);
+  // Collective over all ranks of `session`. `host` carries CPU tensors; null: they are copied to the GPU,
+  // reduced there and copied back. Throws CommError naming the failed CUDA/NCCL call, the rank and the
+  // host (no device, bad device index, NCCL init failure).
+  NcclCommunicator(const Session& session, std::unique_ptr<Communicator> host, const NcclOptions& options);
   ~NcclCommunicator() override;
 
   int rank() const override;
@@ -45,9 +47,9 @@ class NcclCommunicator final : public Communicator {
 
   // CUDA tensors on options.device: ncclAllReduce (ncclAvg for kAverage) on the communication stream.
   // wait() orders the compute stream after it and returns without blocking the host; is_completed()
-  // asks the GPU. float, double, half, bfloat16, int8, uint8, int32, int64. CPU tensors: over MPI.
+  // asks the GPU. float, double, half, bfloat16, int8, uint8, int32, int64. CPU tensors: see the constructor.
   std::unique_ptr<Work> allreduce_async(at::Tensor tensor, ReduceOp op) override;
-  // Blocking (host waits for the GPU, within timeout_s). CPU tensors: over MPI.
+  // Blocking (host waits for the GPU, within timeout_s).
   void broadcast(at::Tensor& tensor, int root) override;
   at::Tensor allgather(const at::Tensor& tensor) override;
   void barrier() override;

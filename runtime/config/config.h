@@ -14,10 +14,14 @@ enum class OptimizerKind { kAdadelta, kSgd, kAdam, kAdamW };
 enum class LrSchedule { kConstant, kStep, kMultiStep, kCosine };
 enum class LogFormat { kKatib, kPytorch };
 enum class BackendKind { kAuto, kMpi, kNccl, kGloo };
+enum class BootstrapKind { kAuto, kMpi, kEnv };  // how the ranks find each other
 enum class DeviceKind { kAuto, kCpu, kCuda };
 enum class Precision { kFp32, kBf16, kFp16 };  // compute precision of forward/backward under autocast
 enum class Compression { kNone, kBf16 };        // wire format of gradient buckets
 enum class NonFinitePolicy { kStop, kSkipStep };  // what a NaN/inf loss or gradient does to the run
+// When the world size changes between restarts: hold the global batch (per-rank batch = global / ranks)
+// or the per-rank batch. auto: global under torchrun's elastic agent, else per-rank.
+enum class ElasticBatch { kAuto, kGlobal, kPerRank };
 
 struct TrainOptions {
   int64_t epochs = 1;
@@ -45,6 +49,10 @@ struct TrainOptions {
   int64_t max_steps = 0;   // per rank and epoch; 0 = the whole epoch
   int64_t eval_samples = 0;  // evaluate on the first this many test samples; 0 = the whole test set
   int64_t accumulate = 1;  // backward passes per optimizer step; only the last one communicates
+  ElasticBatch elastic_batch = ElasticBatch::kAuto;
+  // With elastic_batch global: samples per optimizer step over all ranks. 0: batch_size x accumulate x
+  // ranks of the run's first start (a resumed run keeps its checkpoint's).
+  int64_t global_batch_size = 0;
   int64_t threads = 0;     // intra-op threads per rank; 0 = cores of the node / ranks on the node
   Precision precision = Precision::kFp32;  // bf16/fp16: autocast; fp16 adds a dynamic loss scale
   bool channels_last = false;  // 4-d activations and weights in NHWC memory order (faster convolutions on GPUs)
@@ -68,6 +76,10 @@ struct DataOptions {
 };
 
 struct CommOptions {
+  // mpi: the MPI launcher's ranks (mpirun, srun); env: RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT as
+  // torchrun and a PyTorchJob set them; auto: whichever launcher started this process. Read before the
+  // ranks exist, so only from the command line and the --config file.
+  BootstrapKind bootstrap = BootstrapKind::kAuto;
   BackendKind backend = BackendKind::kAuto;
   DeviceKind device = DeviceKind::kAuto;
   double bucket_mb = 25.0;
@@ -102,6 +114,10 @@ struct CheckpointOptions {
   bool resume = false;
   int64_t keep = 3;  // newest checkpoints kept; 0 = keep all
   bool enabled = true;
+  // Also checkpoint inside an epoch, every this many optimizer steps and/or seconds (0 = not), so a
+  // failure loses at most that much work; a resume continues the epoch where it stopped.
+  int64_t every_steps = 0;
+  double every_s = 0.0;
 };
 
 struct TrainConfig {
@@ -120,6 +136,8 @@ const char* to_string(OptimizerKind kind);
 const char* to_string(LrSchedule schedule);
 const char* to_string(LogFormat format);
 const char* to_string(BackendKind kind);
+const char* to_string(BootstrapKind kind);
+const char* to_string(ElasticBatch policy);
 const char* to_string(DeviceKind kind);
 const char* to_string(Precision precision);
 const char* to_string(Compression compression);

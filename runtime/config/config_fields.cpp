@@ -46,6 +46,22 @@ const char* to_string(BackendKind kind) {
   }
   return "?";
 }
+const char* to_string(BootstrapKind kind) {
+  switch (kind) {
+    case BootstrapKind::kAuto: return "auto";
+    case BootstrapKind::kMpi: return "mpi";
+    case BootstrapKind::kEnv: return "env";
+  }
+  return "?";
+}
+const char* to_string(ElasticBatch policy) {
+  switch (policy) {
+    case ElasticBatch::kAuto: return "auto";
+    case ElasticBatch::kGlobal: return "global";
+    case ElasticBatch::kPerRank: return "per-rank";
+  }
+  return "?";
+}
 const char* to_string(DeviceKind kind) {
   switch (kind) {
     case DeviceKind::kAuto: return "auto";
@@ -344,6 +360,16 @@ std::vector<ConfigField> build_fields() {
   f.push_back(int_field("train.accumulate", "accumulate",
                         "backward passes per optimizer step (gradient accumulation; only the last communicates)",
                         [](TrainConfig& c) -> int64_t& { return c.train.accumulate; }, 1, 1024));
+  f.push_back(enum_field<ElasticBatch>("train.elastic_batch", "elastic-batch",
+                                       "when the world size changes between restarts, hold the global batch (per-rank "
+                                       "batch = global / ranks, accumulating when it does not fit) or the per-rank one; "
+                                       "auto: global under torchrun's elastic agent",
+                                       [](TrainConfig& c) -> ElasticBatch& { return c.train.elastic_batch; },
+                                       {ElasticBatch::kAuto, ElasticBatch::kGlobal, ElasticBatch::kPerRank}));
+  f.push_back(int_field("train.global_batch_size", "global-batch-size",
+                        "with elastic-batch global: samples per optimizer step over all ranks (0 = batch-size x "
+                        "accumulate x ranks at the first start; a resumed run keeps its checkpoint's)",
+                        [](TrainConfig& c) -> int64_t& { return c.train.global_batch_size; }, 0, kMaxCount));
   f.push_back(int_field("train.threads", "threads", "intra-op threads per rank (0 = cores per node / ranks per node)",
                         [](TrainConfig& c) -> int64_t& { return c.train.threads; }, 0, 1024));
   f.push_back(enum_field<Precision>("train.precision", "precision",
@@ -390,9 +416,15 @@ std::vector<ConfigField> build_fields() {
                           "image folders without a val/ folder: seeded share of each class held out for testing",
                           [](TrainConfig& c) -> double& { return c.data.val_fraction; }, 0.0, false, 0.9));
 
+  f.push_back(enum_field<BootstrapKind>("comm.bootstrap", "bootstrap",
+                                        "how the ranks find each other (mpi: mpirun or srun; env: RANK, WORLD_SIZE, "
+                                        "MASTER_ADDR, MASTER_PORT from torchrun or a PyTorchJob; auto: whichever "
+                                        "started this process, else one process)",
+                                        [](TrainConfig& c) -> BootstrapKind& { return c.comm.bootstrap; },
+                                        {BootstrapKind::kAuto, BootstrapKind::kMpi, BootstrapKind::kEnv}));
   f.push_back(enum_field<BackendKind>("comm.backend", "backend",
-                                      "gradient communication backend (auto: nccl on GPUs, else mpi; gloo: CPU "
-                                      "tensors over LibTorch's Gloo, ranks still from the MPI launcher)",
+                                      "gradient communication backend (auto: nccl on GPUs, else mpi under an MPI "
+                                      "launcher and gloo under torchrun; gloo: CPU tensors over LibTorch's Gloo)",
                                       [](TrainConfig& c) -> BackendKind& { return c.comm.backend; },
                                       {BackendKind::kAuto, BackendKind::kMpi, BackendKind::kNccl, BackendKind::kGloo}));
   f.push_back(enum_field<DeviceKind>("comm.device", "device", "compute device",
@@ -442,6 +474,13 @@ std::vector<ConfigField> build_fields() {
                         [](TrainConfig& c) -> int64_t& { return c.checkpoint.keep; }, 0, kMaxCount));
   f.push_back(bool_field("checkpoint.enabled", "checkpoint", "write a checkpoint at the end of each epoch",
                          [](TrainConfig& c) -> bool& { return c.checkpoint.enabled; }));
+  f.push_back(int_field("checkpoint.every_steps", "checkpoint-every-steps",
+                        "also checkpoint inside an epoch every this many optimizer steps (0 = only at epoch ends)",
+                        [](TrainConfig& c) -> int64_t& { return c.checkpoint.every_steps; }, 0, kMaxCount));
+  f.push_back(float_field("checkpoint.every_s", "checkpoint-every-s",
+                          "also checkpoint inside an epoch once this many seconds have passed since the last one "
+                          "(0 = only at epoch ends)",
+                          [](TrainConfig& c) -> double& { return c.checkpoint.every_s; }, 0.0, true, 1e9));
   return f;
 }
 

@@ -41,6 +41,17 @@ void validate_config(const TrainConfig& config, const ConfigSources& sources) {
     throw ConfigError(described("checkpoint.resume", sources) + " needs checkpoints, but " +
                       described("checkpoint.enabled", sources) + " is false");
   }
+  for (const char* key : {"checkpoint.every_steps", "checkpoint.every_s"}) {
+    const bool set = std::string(key) == "checkpoint.every_steps" ? config.checkpoint.every_steps > 0 : config.checkpoint.every_s > 0;
+    if (set && !config.checkpoint.enabled) {
+      throw ConfigError(described(key, sources) + " asks for checkpoints inside epochs, but " +
+                        described("checkpoint.enabled", sources) + " is false");
+    }
+  }
+  if (train.global_batch_size > 0 && train.elastic_batch == ElasticBatch::kPerRank) {
+    throw ConfigError(described("train.global_batch_size", sources) + " holds the global batch, but " +
+                      described("train.elastic_batch", sources) + " is 'per-rank'; use --elastic-batch global");
+  }
 }
 
 void validate_for_device(const TrainConfig& config, DeviceKind device, const ConfigSources& sources) {

@@ -38,7 +38,9 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int rank, int world
   samples_per_rank_ = (dataset_size + world_size - 1) / world_size;
 }
 
-std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
+std::vector<int64_t> DistributedSampler::indices(int64_t epoch, int64_t start) const {
+  DTRAIN_CHECK(start >= 0 && start < dataset_size_, Error,
+               "DistributedSampler: start position " << start << " out of range [0, " << dataset_size_ << ")");
   // Mixing the epoch into the seed with a large odd multiplier keeps (seed, epoch) pairs from colliding.
   std::vector<int64_t> order;
   if (shuffle_) {
@@ -47,10 +49,12 @@ std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
     order.resize(static_cast<size_t>(dataset_size_));
     std::iota(order.begin(), order.end(), 0);
   }
-  const int64_t total = samples_per_rank_ * world_size_;
+  const int64_t rest = dataset_size_ - start;
+  const int64_t per_rank = (rest + world_size_ - 1) / world_size_;
+  const int64_t total = per_rank * world_size_;
   std::vector<int64_t> mine;
-  mine.reserve(static_cast<size_t>(samples_per_rank_));
-  for (int64_t i = rank_; i < total; i += world_size_) mine.push_back(order[static_cast<size_t>(i % dataset_size_)]);
+  mine.reserve(static_cast<size_t>(per_rank));
+  for (int64_t i = rank_; i < total; i += world_size_) mine.push_back(order[static_cast<size_t>(start + i % rest)]);
   return mine;
 }
 

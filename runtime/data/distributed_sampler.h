@@ -2,7 +2,9 @@
 // rank, padded to a multiple of world_size by repeating its first indices (as torch's
 // DistributedSampler does), then dealt out round-robin. Every rank gets the same number of samples, the
 // shards are disjoint up to that padding, and rank r's i-th sample is the permutation's (i*W + r)-th, so
-// W ranks with batch b see exactly the samples one rank with batch W*b sees.
+// W ranks with batch b see exactly the samples one rank with batch W*b sees. Positions in that order are
+// global (samples of all ranks), so an epoch stopped after g samples continues at any world size from
+// position g: the global batches that follow are the ones the uninterrupted run would have taken.
 #pragma once
 
 #include <cstdint>
@@ -17,8 +19,10 @@ class DistributedSampler final {
   int64_t samples_per_rank() const { return samples_per_rank_; }
   int64_t padding() const { return samples_per_rank_ * world_size_ - dataset_size_; }
 
-  // This rank's indices for `epoch` (1-based), deterministic for (seed, epoch, rank, world_size).
-  std::vector<int64_t> indices(int64_t epoch) const;
+  // This rank's indices for `epoch` (1-based), deterministic for (seed, epoch, rank, world_size): from
+  // global position `start` of the epoch's order (0 <= start < dataset size) on, the rest padded to a
+  // multiple of world_size by repeating its first indices and dealt out round-robin.
+  std::vector<int64_t> indices(int64_t epoch, int64_t start = 0) const;
 
  private:
   int64_t dataset_size_;

@@ -20,7 +20,9 @@ struct RunInfo {
   std::string device;
   int threads_per_rank = 1;
   std::string torch_version;
-  std::string mpi_version;
+  std::string bootstrap;  // "mpi" or "env": how the ranks met
+  std::string launcher;   // "Open MPI v4.1.4", "torchrun, store at node-0:29500, restart 1 of at most 3"
+  int restart_count = 0;  // torchrun's restarts of the worker group so far
   std::string dtrain_version;
   std::string data_description;
   int64_t train_samples = 0;
@@ -28,6 +30,34 @@ struct RunInfo {
   int64_t parameters = 0;
   std::string accelerator;   // rank 0's GPU product name ("" without a GPU or NVML)
   double peak_tflops = 0.0;  // one device's peak behind the mfu figures; 0 = unknown
+};
+
+// A checkpoint written inside an epoch (checkpoint.every_steps, checkpoint.every_s).
+struct CheckpointRecord {
+  int64_t epoch = 0;          // the epoch in progress
+  int64_t step = 0;           // its optimizer steps taken
+  int64_t epoch_samples = 0;  // its global samples trained
+  std::string path;
+  double save_s = 0.0;        // time to gather and write it
+};
+
+// Where a resumed run continued, and what the interruption cost.
+struct ResumeRecord {
+  std::string checkpoint;
+  int restart_count = 0;        // torchrun's restarts of the worker group (TORCHELASTIC_RESTART_COUNT)
+  int64_t from_world_size = 0;  // the world size that wrote the checkpoint
+  int64_t world_size = 0;       // this run's
+  int64_t epoch = 0;            // the epoch it continues (the one after the checkpoint's, at its end)
+  int64_t step = 0;             // optimizer steps of that epoch already taken
+  int64_t epoch_samples = 0;    // global samples of that epoch already trained
+  // From the last progress mark of the interrupted run, when there is one (-1: unknown): the optimizer
+  // steps it trained after the checkpoint, which this run trains again, and the seconds from that mark
+  // to this resume (detection, restart and start-up).
+  int64_t steps_redone = -1;
+  double restart_s = -1.0;
+  double lost_s = -1.0;  // seconds from the checkpoint being written to this resume (-1: not recorded)
+  double restore_s = 0.0;    // reading and loading the checkpoint
+  double unix_time_s = 0.0;  // when training continues (for the restart cost, to the millisecond)
 };
 
 // The files of a --profile-steps window, in rank 0's run directory.
@@ -53,7 +83,8 @@ struct EpochStats {
   int64_t epoch = 0;
   int64_t epochs = 0;
   double lr = 0.0;
-  int64_t steps = 0;             // per rank
+  int64_t steps = 0;             // per rank, trained by this run (a resumed epoch: since the resume)
+  int64_t first_step = 1;        // the epoch's step this run began it at (after a mid-epoch resume: > 1)
   int64_t train_samples = 0;     // global
   MetricValues train;            // the workload's training metrics over the epoch's samples, all ranks
   MetricValues test;             // its evaluation metrics over the whole test set

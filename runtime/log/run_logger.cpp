@@ -38,6 +38,7 @@ JsonObject epoch_metrics(JsonObject record, const EpochStats& s) {
 std::string epoch_json(const EpochStats& s) {
   JsonObject record = epoch_metrics(event("epoch_end"), s);
   record.add("steps", s.steps)
+      .add("first_step", s.first_step)
       .add("skipped_steps", s.skipped_steps)
       .add("epoch_s", s.epoch_s)
       .add("train_s", s.train_s)
@@ -104,7 +105,7 @@ void RunLogger::run_start(const RunInfo& info) {
       << info.world_size << " on " << info.hosts.size() << (info.hosts.size() == 1 ? " host" : " hosts") << " ("
       << hosts << ") | backend " << info.backend << " | device " << info.device << " | threads per rank "
       << info.threads_per_rank << "\n"
-      << "libtorch " << info.torch_version << " | " << info.mpi_version << "\n"
+      << "libtorch " << info.torch_version << " | " << info.launcher << "\n"
       << "data: " << info.data_description << " | " << info.train_samples << " train, " << info.test_samples
       << " test samples | " << info.parameters << " parameters\n"
       << "run log: " << run_dir_ << "/events.jsonl\n"
@@ -131,7 +132,9 @@ void RunLogger::run_start(const RunInfo& info) {
                   .add("device", info.device)
                   .add("threads_per_rank", info.threads_per_rank)
                   .add("torch_version", info.torch_version)
-                  .add("mpi_version", info.mpi_version)
+                  .add("bootstrap", info.bootstrap)
+                  .add("launcher", info.launcher)
+                  .add("restart_count", info.restart_count)
                   .add("data", info.data_description)
                   .add("train_samples", info.train_samples)
                   .add("test_samples", info.test_samples)
@@ -240,6 +243,43 @@ void RunLogger::profile_written(const ProfileRecord& record) {
                   .add("trace", record.trace_path)
                   .add("table", record.table_path)
                   .str());
+}
+
+void RunLogger::checkpoint_written(const CheckpointRecord& record) {
+  if (!is_root_) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  write_event(event("checkpoint")
+                  .add("epoch", record.epoch)
+                  .add("step", record.step)
+                  .add("epoch_samples", record.epoch_samples)
+                  .add("path", record.path)
+                  .add("save_s", record.save_s)
+                  .str());
+}
+
+void RunLogger::resumed(const ResumeRecord& r) {
+  if (!is_root_) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  clear_bar();
+  out_ << "resumed " << (r.step > 0 ? "epoch " + std::to_string(r.epoch) + " at step " + std::to_string(r.step + 1)
+                                    : "at epoch " + std::to_string(r.epoch))
+       << " from " << r.checkpoint << " (world size " << r.from_world_size << " then, " << r.world_size << " now"
+       << (r.restart_count > 0 ? "; torchrun restart " + std::to_string(r.restart_count) : "")
+       << (r.steps_redone >= 0 ? "; " + std::to_string(r.steps_redone) + " steps to redo" : "") << ")\n";
+  flush_console();
+  JsonObject record = event("resume");
+  record.add("checkpoint", r.checkpoint)
+      .add("restart_count", r.restart_count)
+      .add("from_world_size", r.from_world_size)
+      .add("world_size", r.world_size)
+      .add("epoch", r.epoch)
+      .add("step", r.step)
+      .add("epoch_samples", r.epoch_samples)
+      .add("restore_s", r.restore_s)
+      .add("unix_time_ms", static_cast<int64_t>(std::llround(r.unix_time_s * 1000.0)));
+  if (r.steps_redone >= 0) record.add("steps_redone", r.steps_redone).add("restart_s", r.restart_s);
+  if (r.lost_s >= 0) record.add("lost_s", r.lost_s);
+  write_event(record.str());
 }
 
 void RunLogger::resource_samples(int rank, const std::vector<ResourceSample>& samples) {

@@ -42,6 +42,8 @@ class RunLogger final {
 
   // A `profile` record with the trace and table paths of a --profile-steps window, and a console line.
   void profile_written(const ProfileRecord& record);
+  void checkpoint_written(const CheckpointRecord& record);  // inside an epoch
+  void resumed(const ResumeRecord& record);
 
   // One `sample` record per entry of `samples`, rank `rank`'s resource use over time.
   void resource_samples(int rank, const std::vector<ResourceSample>& samples);

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <vector>
 
@@ -22,9 +23,20 @@ namespace {
 
 // 1: model, optimizer, epoch, seed, workload, optimizer name, world size. 2 adds the epoch's metrics.
 // 3: named modules and optimizers ("modules"/"optimizers", one entry per module) and named metrics.
-constexpr int64_t kFormatVersion = 3;
+// 4: the position inside an epoch, its partial training metrics, the global batch and the time written.
+constexpr int64_t kFormatVersion = 4;
 constexpr const char* kPrefix = "checkpoint-epoch-";
+constexpr const char* kStep = "-step-";
 constexpr const char* kSuffix = ".pt";
+
+// Where a checkpoint is in training, for ordering: (epoch, optimizer steps into it); an epoch's end
+// comes after every step of it.
+using Position = std::pair<int64_t, int64_t>;
+constexpr int64_t kEpochEnd = std::numeric_limits<int64_t>::max();
+
+Position position_of(const CheckpointMeta& meta) {
+  return meta.epoch_samples > 0 ? Position{meta.epoch + 1, meta.epoch_steps} : Position{meta.epoch, kEpochEnd};
+}
 
 at::Tensor string_tensor(const std::string& text) {
   at::Tensor t = at::empty({static_cast<int64_t>(text.size())}, at::kByte);
@@ -179,8 +191,19 @@ std::string first_mismatch(const torch::nn::Module& module, torch::serialize::In
   return "";
 }
 
-std::vector<std::pair<int64_t, fs::path>> list_checkpoints(const std::string& dir) {
-  std::vector<std::pair<int64_t, fs::path>> found;
+// A decimal number filling [first, last), or nullopt; throws DataError when it overflows.
+std::optional<int64_t> parse_number(const char* first, const char* last, const fs::path& file, const char* what) {
+  if (first == last || !std::all_of(first, last, [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
+  int64_t value = 0;
+  const auto [ptr, err] = std::from_chars(first, last, value);
+  if (err != std::errc() || ptr != last) {
+    throw DataError("checkpoint file '" + file.string() + "' has " + what + " too large for any run; rename or remove it");
+  }
+  return value;
+}
+
+std::vector<std::pair<Position, fs::path>> list_checkpoints(const std::string& dir) {
+  std::vector<std::pair<Position, fs::path>> found;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return found;
   const size_t prefix = std::strlen(kPrefix);
@@ -193,14 +216,14 @@ std::vector<std::pair<int64_t, fs::path>> list_checkpoints(const std::string& di
     }
     const char* first = name.data() + prefix;
     const char* last = name.data() + name.size() - suffix;
-    if (!std::all_of(first, last, [](char c) { return c >= '0' && c <= '9'; })) continue;
-    int64_t epoch = 0;
-    const auto [ptr, err] = std::from_chars(first, last, epoch);
-    if (err != std::errc() || ptr != last) {
-      throw DataError("checkpoint file '" + entry.path().string() + "' has an epoch number too large for any run; " +
-                      "rename or remove it");
+    const char* step = std::search(first, last, kStep, kStep + std::strlen(kStep));
+    const std::optional<int64_t> epoch = parse_number(first, step, entry.path(), "an epoch number");
+    if (!epoch) continue;
+    if (step == last) {
+      found.emplace_back(Position{*epoch, kEpochEnd}, entry.path());
+    } else if (const std::optional<int64_t> steps = parse_number(step + std::strlen(kStep), last, entry.path(), "a step number")) {
+      found.emplace_back(Position{*epoch, *steps}, entry.path());
     }
-    found.emplace_back(epoch, entry.path());
   }
   std::sort(found.begin(), found.end());
   return found;
@@ -209,6 +232,31 @@ std::vector<std::pair<int64_t, fs::path>> list_checkpoints(const std::string& di
 }  // namespace
 
 Checkpointer::Checkpointer(CheckpointOptions options, Communicator& comm) : options_(std::move(options)), comm_(comm) {}
+
+void Checkpointer::write_progress(const ProgressMark& mark) const {
+  if (!comm_.is_root()) return;
+  std::ostringstream text;
+  text.precision(17);
+  text << "dtrain-progress 1\n" << mark.epoch << " " << mark.epoch_samples << " " << mark.unix_s << "\n";
+  try {
+    std::error_code ec;
+    fs::create_directories(options_.dir, ec);
+    write_file_atomically((fs::path(options_.dir) / "progress").string(), text.str());
+  } catch (const IoError&) {
+  }
+}
+
+std::optional<ProgressMark> Checkpointer::read_progress(const std::string& dir) {
+  std::ifstream in(fs::path(dir) / "progress");
+  std::string magic;
+  int version = 0;
+  ProgressMark mark;
+  if (!(in >> magic >> version >> mark.epoch >> mark.epoch_samples >> mark.unix_s) || magic != "dtrain-progress" ||
+      version != 1) {
+    return std::nullopt;
+  }
+  return mark;
+}
 
 std::optional<std::string> Checkpointer::latest(const std::string& dir) {
   auto found = list_checkpoints(dir);
@@ -233,6 +281,12 @@ std::string Checkpointer::save(const CheckpointMeta& meta, const std::vector<Tra
   archive.write("world_size", at::tensor(meta.world_size));
   archive.write("workload", string_tensor(meta.workload));
   archive.write("optimizer_name", string_tensor(meta.optimizer));
+  archive.write("epoch_samples", at::tensor(meta.epoch_samples));
+  archive.write("epoch_steps", at::tensor(meta.epoch_steps));
+  archive.write("global_batch", at::tensor(meta.global_batch));
+  archive.write("saved_unix_s", at::tensor(meta.saved_unix_s, at::kDouble));
+  write_metric_values(archive, "partial_train", meta.partial_train);
+  archive.write("partial_samples", at::tensor(meta.partial_samples));
   if (meta.metrics) {
     torch::serialize::OutputArchive metrics_archive;
     write_metrics(metrics_archive, *meta.metrics);
@@ -261,17 +315,23 @@ std::string Checkpointer::save(const CheckpointMeta& meta, const std::vector<Tra
   std::error_code ec;
   fs::create_directories(options_.dir, ec);
   if (ec) throw IoError("cannot create checkpoint directory '" + options_.dir + "': " + ec.message());
-  char name[64];
-  std::snprintf(name, sizeof name, "%s%06lld%s", kPrefix, static_cast<long long>(meta.epoch), kSuffix);
+  const Position position = position_of(meta);
+  char name[96];
+  if (position.second == kEpochEnd) {
+    std::snprintf(name, sizeof name, "%s%06lld%s", kPrefix, static_cast<long long>(position.first), kSuffix);
+  } else {
+    std::snprintf(name, sizeof name, "%s%06lld%s%08lld%s", kPrefix, static_cast<long long>(position.first), kStep,
+                  static_cast<long long>(position.second), kSuffix);
+  }
   const std::string path = (fs::path(options_.dir) / name).string();
   write_file_atomically(path, bytes);
 
   if (options_.keep > 0) {
-    // Only older epochs are candidates, so the file just written always survives, and checkpoints of a
-    // later epoch (another run's, in a shared directory) are not this run's to delete.
+    // Only earlier positions are candidates, so the file just written always survives, and checkpoints
+    // of a later one (another run's, in a shared directory) are not this run's to delete.
     std::vector<fs::path> older;
-    for (const auto& [epoch, file] : list_checkpoints(options_.dir)) {
-      if (epoch < meta.epoch) older.push_back(file);
+    for (const auto& [where, file] : list_checkpoints(options_.dir)) {
+      if (where < position) older.push_back(file);
     }
     const size_t keep_older = static_cast<size_t>(options_.keep - 1);
     for (size_t i = 0; i + keep_older < older.size(); ++i) fs::remove(older[i], ec);
@@ -348,12 +408,25 @@ std::optional<CheckpointMeta> Checkpointer::restore(std::vector<TrainedModule>& 
     meta.optimizer = read_string(archive, "optimizer_name");
     torch::serialize::InputArchive metrics_archive;
     if (version >= 2 && archive.try_read("metrics", metrics_archive)) meta.metrics = read_metrics(metrics_archive, version);
+    if (version >= 4) {
+      meta.epoch_samples = read_int(archive, "epoch_samples");
+      meta.epoch_steps = read_int(archive, "epoch_steps");
+      meta.global_batch = read_int(archive, "global_batch");
+      meta.saved_unix_s = read_double(archive, "saved_unix_s");
+      meta.partial_train = read_metric_values(archive, "partial_train");
+      meta.partial_samples = read_int(archive, "partial_samples");
+    }
   } catch (const DataError& e) {
     throw DataError(where + " is unusable: " + e.what());
   } catch (const c10::Error& e) {
     throw DataError(where + " is corrupt or not a dtrain checkpoint: " + e.what_without_backtrace());
   }
   if (meta.epoch < 0) throw DataError(where + " records epoch " + std::to_string(meta.epoch) + ", expected 0 or more");
+  if (meta.epoch_samples < 0 || meta.epoch_steps < 0 || meta.global_batch < 0) {
+    throw DataError(where + " records a negative position (" + std::to_string(meta.epoch_samples) + " samples, " +
+                    std::to_string(meta.epoch_steps) + " steps into epoch " + std::to_string(meta.epoch + 1) +
+                    ", global batch " + std::to_string(meta.global_batch) + ")");
+  }
   if (meta.workload != workload) {
     throw DataError(where + " is for workload '" + meta.workload + "', this run trains '" + workload +
                     "'; use another checkpoint.dir");

@@ -5,6 +5,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include "runtime/monitor/peak_flops.h"
 #include "runtime/monitor/resource_sampler.h"
 #include "runtime/nn/batch_norm.h"
+#include "runtime/train/batch_plan.h"
 #include "runtime/train/optimizer_factory.h"
 #include "runtime/util/check.h"
 #include "runtime/util/process_stats.h"
@@ -29,6 +31,17 @@ namespace {
 // On a GPU the host reads the non-finite flag where it synchronises anyway (progress lines), or, with
 // progress lines off, every this many steps: one stall per 100 steps costs nothing measurable.
 constexpr int64_t kNonFiniteCheckSteps = 100;
+
+// With checkpoint.every_s, rank 0's clock is consulted (one small broadcast) every this many optimizer
+// steps: the checkpoint comes at most this many steps late, and the steps between pay nothing.
+constexpr int64_t kCheckpointClockSteps = 10;
+
+// Progress marks (see ProgressMark) are written at most this often.
+constexpr double kProgressMarkPeriodS = 1.0;
+
+double unix_now_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 
 // Training FLOPs are counted over this many steps at the start of a run (enough for a GAN's generator
 // step to come round), then per sample for the rest.
@@ -145,24 +158,106 @@ at::Tensor Trainer::model_layout(const at::Tensor& inputs) const {
 }
 
 void Trainer::restore() {
-  if (!config_.checkpoint.resume) return;
-  set_phase(Phase::kRestoring, 0);
-  Checkpointer checkpointer(config_.checkpoint, comm_);
-  restored_ = checkpointer.restore(state_.modules(), workload_.name(), to_string(config_.train.optimizer));
-  if (!restored_) {
-    resume_note_ = "no checkpoint in " + config_.checkpoint.dir + "; starting at epoch 1";
+  if (config_.checkpoint.resume) {
+    Stopwatch watch;
+    set_phase(Phase::kRestoring, 0);
+    Checkpointer checkpointer(config_.checkpoint, comm_);
+    restored_ = checkpointer.restore(state_.modules(), workload_.name(), to_string(config_.train.optimizer));
+    if (restored_) {
+      state_.device_state_from_optimizers();
+      first_epoch_ = restored_->epoch + 1;
+      seed_ = restored_->seed;  // the shuffles and dropout masks must continue the original run's streams
+      restore_s_ = watch.elapsed_s();
+    } else {
+      resume_note_ = "no checkpoint in " + config_.checkpoint.dir + "; starting at epoch 1";
+    }
+  }
+  plan_batch();
+}
+
+void Trainer::plan_batch() {
+  planned_ = true;
+  TrainOptions& opt = config_.train;
+  const int world = comm_.world_size();
+  if (opt.elastic_batch != ElasticBatch::kGlobal) {
+    global_batch_ = opt.batch_size * opt.accumulate * world;
     return;
   }
-  state_.device_state_from_optimizers();
-  first_epoch_ = restored_->epoch + 1;
-  seed_ = restored_->seed;  // the shuffles and dropout masks must continue the original run's streams
-  resume_note_ = "resumed from epoch " + std::to_string(restored_->epoch) + " of a run at world size " +
-                 std::to_string(restored_->world_size) + " (" + restored_->path + ", seed " + std::to_string(seed_) +
-                 ")";
+  int64_t global = opt.global_batch_size;
+  const char* from = "train.global_batch_size";
+  if (global == 0 && restored_ && restored_->global_batch > 0) {
+    global = restored_->global_batch;
+    from = "the checkpoint's";
+  }
+  if (global == 0) {
+    global = opt.batch_size * opt.accumulate * world;
+    from = "batch_size x accumulate x ranks at this start";
+  }
+  const BatchPlan plan = plan_global_batch(global, world, opt.batch_size);
+  // train.max_steps counts backward passes at the configured accumulation: the same optimizer steps.
+  if (opt.max_steps > 0) opt.max_steps = (opt.max_steps + opt.accumulate - 1) / opt.accumulate * plan.accumulate;
+  opt.batch_size = plan.per_rank;
+  opt.accumulate = plan.accumulate;
+  global_batch_ = plan.global_batch;
+  batch_note_ = "elastic batch: " + plan.text() + " (" + from + "; train.elastic_batch global)";
+}
+
+void Trainer::mark_progress(int64_t epoch, int64_t epoch_samples, bool now_or_never) {
+  // Only where checkpoints inside epochs show that restarts are expected.
+  const CheckpointOptions& ck = config_.checkpoint;
+  if (!comm_.is_root() || !ck.enabled || (ck.every_steps == 0 && ck.every_s <= 0)) return;
+  const double now = clock_.elapsed_s();
+  if (!now_or_never && now - last_mark_s_ < kProgressMarkPeriodS) return;
+  last_mark_s_ = now;
+  Checkpointer(config_.checkpoint, comm_).write_progress(ProgressMark{epoch, epoch_samples, unix_now_s()});
+}
+
+bool Trainer::mid_epoch_checkpoint_due() {
+  const CheckpointOptions& ck = config_.checkpoint;
+  if (!ck.enabled || (ck.every_steps == 0 && ck.every_s <= 0)) return false;
+  ++steps_since_checkpoint_;
+  if (ck.every_steps > 0 && steps_since_checkpoint_ >= ck.every_steps) return true;
+  if (ck.every_s <= 0 || steps_since_checkpoint_ % kCheckpointClockSteps != 0) return false;
+  at::Tensor due = at::full({1}, comm_.is_root() && clock_.elapsed_s() - last_checkpoint_s_ >= ck.every_s ? 1 : 0, at::kLong);
+  comm_.broadcast(due, 0);
+  return due.item<int64_t>() != 0;
+}
+
+void Trainer::save_mid_epoch(int64_t epoch, int64_t steps_done, const MetricSums& epoch_sums, int64_t samples_seen) {
+  Stopwatch watch;
+  set_phase(Phase::kCheckpointing, epoch, steps_done);
+  MetricSums counts({"train_samples"}, at::TensorOptions(at::kCPU));
+  counts.add("train_samples", at::tensor(static_cast<double>(samples_seen), at::kDouble), static_cast<double>(samples_seen));
+  const std::vector<MetricValues> reduced = reduce_all(comm_, {&epoch_sums, &counts});
+  CheckpointMeta meta;
+  meta.epoch = epoch - 1;
+  meta.seed = seed_;
+  meta.workload = workload_.name();
+  meta.optimizer = to_string(config_.train.optimizer);
+  meta.world_size = comm_.world_size();
+  meta.epoch_samples = steps_done * config_.train.batch_size * comm_.world_size();
+  meta.epoch_steps = steps_done / config_.train.accumulate;
+  meta.partial_train = reduced[0];
+  meta.partial_samples = static_cast<int64_t>(reduced[1].all().front().weight);
+  meta.global_batch = global_batch_;
+  meta.saved_unix_s = unix_now_s();
+  state_.device_state_to_optimizers();
+  CheckpointRecord record;
+  record.path = Checkpointer(config_.checkpoint, comm_).save(meta, state_.modules());
+  record.epoch = epoch;
+  record.step = meta.epoch_steps;
+  record.epoch_samples = meta.epoch_samples;
+  record.save_s = watch.elapsed_s();
+  logger_.checkpoint_written(record);
+  mark_progress(epoch, meta.epoch_samples, true);
+  steps_since_checkpoint_ = 0;
+  last_checkpoint_s_ = clock_.elapsed_s();
+  set_phase(Phase::kTraining, epoch, steps_done);
 }
 
 TrainResult Trainer::run(RunInfo info) {
   Stopwatch total;
+  if (!planned_) plan_batch();
   Checkpointer checkpointer(config_.checkpoint, comm_);
   for (TrainedModule& m : state_.modules()) {
     if (m.optimizer) m.reducer = make_reducer_(m.module->parameters(), m.module->buffers(), comm_);
@@ -181,7 +276,35 @@ TrainResult Trainer::run(RunInfo info) {
   info.peak_tflops = peak_tflops_;
   logger_.run_start(info);
   if (!peak_note_.empty()) logger_.info(peak_note_);
+  if (!batch_note_.empty()) logger_.info(batch_note_);
   if (!resume_note_.empty()) logger_.info(resume_note_);
+  if (restored_) {
+    ResumeRecord resume;
+    resume.checkpoint = restored_->path;
+    resume.restart_count = info.restart_count;
+    resume.from_world_size = restored_->world_size;
+    resume.world_size = comm_.world_size();
+    resume.epoch = restored_->epoch + 1;
+    resume.step = restored_->epoch_steps;
+    resume.epoch_samples = restored_->epoch_samples;
+    const double now = unix_now_s();
+    resume.unix_time_s = now;
+    resume.restore_s = restore_s_;
+    if (restored_->saved_unix_s > 0) resume.lost_s = now - restored_->saved_unix_s;
+    if (comm_.is_root()) {
+      const std::optional<ProgressMark> mark = Checkpointer::read_progress(config_.checkpoint.dir);
+      const int64_t per_epoch = data_.train->size();
+      if (mark && global_batch_ > 0) {
+        const int64_t reached = (mark->epoch - 1) * per_epoch + mark->epoch_samples;
+        const int64_t saved = restored_->epoch * per_epoch + restored_->epoch_samples;
+        if (reached >= saved) {
+          resume.steps_redone = (reached - saved) / global_batch_;
+          resume.restart_s = now - mark->unix_s;
+        }
+      }
+    }
+    logger_.resumed(resume);
+  }
   std::unique_ptr<ResourceSampler> sampler = start_sampler();
 
   TrainResult result;
@@ -254,7 +377,10 @@ TrainResult Trainer::run(RunInfo info) {
     stats.train = reduced[0];
     stats.test = reduced[1];
     stats.test_samples = eval_samples();
-    stats.samples_per_s = stats.train_s > 0 ? static_cast<double>(stats.train_samples) / stats.train_s : 0.0;
+    // A resumed epoch's samples include those trained before its checkpoint; the rate is this run's.
+    const int64_t trained_before = stats.first_step > 1 && restored_ ? restored_->partial_samples : 0;
+    stats.samples_per_s =
+        stats.train_s > 0 ? static_cast<double>(stats.train_samples - trained_before) / stats.train_s : 0.0;
     stats.flops_per_sample = counted_samples_ > 0 ? counted_flops_ / static_cast<double>(counted_samples_) : 0.0;
     stats.tflops_achieved = stats.flops_per_sample * stats.samples_per_s / 1e12;
     if (peak_tflops_ > 0) {
@@ -266,9 +392,19 @@ TrainResult Trainer::run(RunInfo info) {
     }
     if (config_.checkpoint.enabled) {
       set_phase(Phase::kCheckpointing, epoch);
-      CheckpointMeta meta{epoch, seed_, workload_.name(), to_string(config_.train.optimizer), comm_.world_size(), stats, ""};
+      CheckpointMeta meta;
+      meta.epoch = epoch;
+      meta.seed = seed_;
+      meta.workload = workload_.name();
+      meta.optimizer = to_string(config_.train.optimizer);
+      meta.world_size = comm_.world_size();
+      meta.metrics = stats;
+      meta.global_batch = global_batch_;
+      meta.saved_unix_s = unix_now_s();
       state_.device_state_to_optimizers();
       stats.checkpoint_path = checkpointer.save(meta, state_.modules());
+      steps_since_checkpoint_ = 0;
+      last_checkpoint_s_ = clock_.elapsed_s();
     }
     stats.epoch_s = epoch_watch.elapsed_s();
     logger_.epoch_end(stats);
@@ -401,12 +537,19 @@ NonFiniteError Trainer::non_finite(int64_t epoch, int64_t first_step, int64_t la
 MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
   const TrainOptions& opt = config_.train;
   const Dataset& train = *data_.train;
+  // An epoch resumed from a checkpoint inside it continues at the checkpoint's position in global samples
+  // (at any world size); its first steps are the ones already taken.
+  const bool resumed = restored_ && epoch == first_epoch_ && restored_->epoch_samples > 0 &&
+                       restored_->epoch_samples < train.size();
+  const int64_t start_sample = resumed ? restored_->epoch_samples : 0;
+  const int64_t first_step = start_sample / (opt.batch_size * comm_.world_size());
   const DistributedSampler sampler(train.size(), comm_.rank(), comm_.world_size(), static_cast<uint64_t>(seed_));
-  std::vector<int64_t> order = sampler.indices(epoch);
+  std::vector<int64_t> order = sampler.indices(epoch, start_sample);
   const int64_t samples = static_cast<int64_t>(order.size());
-  int64_t steps = (samples + opt.batch_size - 1) / opt.batch_size;
-  if (opt.max_steps > 0) steps = std::min(steps, opt.max_steps);
-  stats.steps = steps;
+  int64_t steps = first_step + (samples + opt.batch_size - 1) / opt.batch_size;
+  if (opt.max_steps > 0) steps = std::max(first_step, std::min(steps, opt.max_steps));
+  stats.steps = steps - first_step;
+  stats.first_step = first_step + 1;
   const bool skip_nonfinite = opt.on_nonfinite == NonFinitePolicy::kSkipStep;
   const int64_t check_every = config_.log.interval > 0 ? config_.log.interval : kNonFiniteCheckSteps;
   auto check_device_flag = [&] {
@@ -426,11 +569,18 @@ MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
   int64_t samples_seen = 0;
   int64_t group_samples = 0;
   double current_lr = -1.0;
-  int64_t interval_first_step = 1;
-  if (opt.max_steps > 0) order.resize(static_cast<size_t>(std::min(samples, steps * opt.batch_size)));
+  int64_t interval_first_step = first_step + 1;
+  if (resumed && comm_.is_root()) {
+    // The metrics of the part trained before the checkpoint count once, on rank 0: the sums are reduced.
+    for (const MetricValue& m : restored_->partial_train.all()) {
+      epoch_sums.add(m.name, at::full({}, m.sum, at::TensorOptions(device_).dtype(at::kDouble)), m.weight);
+    }
+    samples_seen = restored_->partial_samples;
+  }
+  if (opt.max_steps > 0) order.resize(static_cast<size_t>(std::min(samples, (steps - first_step) * opt.batch_size)));
   const std::unique_ptr<BatchStream> stream = train.stream(std::move(order), opt.batch_size, augment_seed(epoch));
   const uint64_t sample_seed = augment_seed(epoch) ^ 0x2545f4914f6cdd1dULL;  // its own stream, per epoch
-  for (int64_t step = 0; step < steps; ++step) {
+  for (int64_t step = first_step; step < steps; ++step) {
     if (activity_ != nullptr) activity_->set_step(step + 1);
     Batch batch;
     DTRAIN_CHECK(stream->next(batch), Error, "the training data ended before step " << step + 1 << " of " << steps);
@@ -444,7 +594,7 @@ MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
     if (step == group_start) {
       const double lr = learning_rate_at(opt, epoch, step, steps);
       if (lr != current_lr) state_.set_learning_rate(lr);
-      if (step == 0) stats.lr = lr;
+      if (step == first_step) stats.lr = lr;
       current_lr = lr;
     }
     MicroBatch micro{epoch,
@@ -479,6 +629,7 @@ MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
       }
       group_sums.zero();
       group_samples = 0;
+      if (step + 1 < steps && mid_epoch_checkpoint_due()) save_mid_epoch(epoch, step + 1, epoch_sums, samples_seen);
     }
 
     if (device_.is_cuda() && (step + 1) % check_every == 0) check_device_flag();
@@ -498,6 +649,7 @@ MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
         progress.samples_done = std::min(train.size(), (step + 1) * opt.batch_size * comm_.world_size());
         progress.metrics = progress_values;
         logger_.train_progress(progress);
+        mark_progress(epoch, progress.samples_done);
       }
       interval_sums.zero();
       interval_first_step = step + 2;

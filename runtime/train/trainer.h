@@ -23,6 +23,7 @@
 #include "runtime/train/workload.h"
 #include "runtime/util/activity.h"
 #include "runtime/util/error.h"
+#include "runtime/util/timer.h"
 
 namespace dtrain {
 
@@ -50,9 +51,11 @@ class Trainer final {
   ~Trainer();
 
   // Collective: with checkpoint.resume, loads the newest checkpoint of checkpoint.dir on every rank (every
-  // module and optimizer).
-  // Throws DataError, the same on every rank, for an unusable checkpoint, so the caller can agree on it
-  // and exit on every rank without aborting. Without it, run() starts at epoch 1.
+  // module and optimizer; inside an epoch, also its position). Then splits the batch over this world
+  // (train.elastic_batch global: the global batch of train.global_batch_size, else the checkpoint's, else
+  // of this start; see batch_plan.h). Throws DataError or ConfigError, the same on every rank, for an
+  // unusable checkpoint or a global batch this world cannot split, so the caller can agree on it and
+  // exit on every rank without aborting. Without a checkpoint, run() starts at epoch 1.
   void restore();
 
   // Collective: makes the replicas identical and trains the remaining epochs; when a restored run has
@@ -62,11 +65,27 @@ class Trainer final {
   // optimizer step on every rank (skip-step); no checkpoint with non-finite values is written.
   TrainResult run(RunInfo info);
 
+  // The effective per-rank batch and accumulation after restore() (train.elastic_batch global may have
+  // changed them), and the global batch.
+  const TrainOptions& train_options() const { return config_.train; }
+  int64_t global_batch() const { return global_batch_; }
+
   TrainState& state() { return state_; }
   const WorkloadData& data() const { return data_; }
 
  private:
   MetricSums train_epoch(int64_t epoch, EpochStats& stats);
+  // Sets the batch plan (see restore) and global_batch_.
+  void plan_batch();
+  // Collective, after an optimizer step: whether checkpoint.every_steps/every_s ask for a checkpoint now
+  // (rank 0's clock decides, for every rank).
+  bool mid_epoch_checkpoint_due();
+  // Collective: a checkpoint of epoch `epoch` after `steps_done` of its micro-steps (whole optimizer
+  // steps), with the epoch's training metrics so far.
+  void save_mid_epoch(int64_t epoch, int64_t steps_done, const MetricSums& epoch_sums, int64_t samples_seen);
+  // Rank 0, at progress lines and checkpoints, when checkpoints inside epochs are on: where training is,
+  // for the cost report of a later resume (at most every second, unless `now_or_never`).
+  void mark_progress(int64_t epoch, int64_t epoch_samples, bool now_or_never = false);
   MetricSums evaluate();
   int64_t eval_samples() const;  // test samples evaluated after each epoch (train.eval_samples)
   // Image batches in NHWC order with train.channels_last; other inputs as they are.
@@ -92,7 +111,7 @@ class Trainer final {
   // figure for this GPU and precision (see peak_flops.h), else 0. Sets accelerator_ and peak_note_.
   double resolve_peak_tflops();
 
-  const TrainConfig config_;
+  TrainConfig config_;  // train.batch_size and train.accumulate as plan_batch() set them
   const Workload& workload_;
   Communicator& comm_;
   RunLogger& logger_;
@@ -106,6 +125,14 @@ class Trainer final {
   int64_t first_epoch_ = 1;
   std::string resume_note_;
   std::optional<CheckpointMeta> restored_;
+  bool planned_ = false;
+  double restore_s_ = 0.0;  // how long restore() took to read and load the checkpoint
+  int64_t global_batch_ = 0;
+  std::string batch_note_;  // how the global batch is split, when train.elastic_batch holds it
+  int64_t steps_since_checkpoint_ = 0;  // optimizer steps
+  double last_checkpoint_s_ = 0.0;  // on total_ (rank 0's clock decides every_s)
+  double last_mark_s_ = -1e9;       // when mark_progress last wrote
+  Stopwatch clock_;                 // since construction
   // FLOPs of this rank's first training steps and their samples (see kFlopCountSteps).
   int64_t flop_count_steps_ = 0;
   double counted_flops_ = 0.0;

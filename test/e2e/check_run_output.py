@@ -88,7 +88,7 @@ def main():
     if kinds != ["run_start"] + ["epoch_end"] * epochs + ["run_end"]:
         fail(f"unexpected event sequence {kinds}")
     start = events[0]
-    for key in ("world_size", "hosts", "torch_version", "mpi_version", "config", "backend"):
+    for key in ("world_size", "hosts", "torch_version", "bootstrap", "launcher", "config", "backend"):
         if key not in start:
             fail("run_start lacks " + key)
     for event, accuracy in zip(events[1:-1], accuracies):

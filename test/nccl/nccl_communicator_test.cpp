@@ -34,7 +34,7 @@ int cuda_devices() {
 std::unique_ptr<NcclCommunicator> make_nccl_comm(NcclOptions options = {}) {
   options.device = test::session().local_rank() % std::max(1, cuda_devices());
   if (options.wait.timeout_s == 0.0) options.wait.timeout_s = 120.0;
-  return std::make_unique<NcclCommunicator>(test::session(), options);
+  return std::make_unique<NcclCommunicator>(test::session(), test::make_mpi_comm(), options);
 }
 
 at::TensorOptions on_gpu(at::ScalarType dtype) {

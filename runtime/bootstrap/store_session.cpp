@@ -1,0 +1,226 @@
+#include "runtime/bootstrap/store_session.h"
+
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "runtime/bootstrap/parent_watch.h"
+
+namespace dtrain {
+namespace {
+
+std::string this_hostname() {
+  char name[HOST_NAME_MAX + 1] = {};
+  if (gethostname(name, sizeof name) != 0) return "unknown-host";
+  return name;
+}
+
+std::string to_string(const std::vector<uint8_t>& bytes) { return std::string(bytes.begin(), bytes.end()); }
+std::vector<uint8_t> to_bytes(const std::string& text) { return std::vector<uint8_t>(text.begin(), text.end()); }
+
+// c10d's messages end with a C++ stack trace in some builds: the first line says what happened.
+std::string first_line(const std::exception& e) {
+  std::string message = e.what();
+  if (const size_t cut = message.find("\nException raised from"); cut != std::string::npos) message.resize(cut);
+  return message;
+}
+
+// A Failure as bytes, and back: "code rank world host_length message_length\n" + host + message.
+std::string encode(const Failure& failure) {
+  std::ostringstream out;
+  out << failure.exit_code << ' ' << failure.origin.rank << ' ' << failure.origin.world_size << ' '
+      << failure.origin.host.size() << ' ' << failure.message.size() << '\n'
+      << failure.origin.host << failure.message;
+  return out.str();
+}
+
+Failure decode(const std::string& bytes) {
+  std::istringstream in(bytes);
+  Failure failure;
+  size_t host_size = 0;
+  size_t message_size = 0;
+  in >> failure.exit_code >> failure.origin.rank >> failure.origin.world_size >> host_size >> message_size;
+  const size_t body = bytes.find('\n');
+  if (!in || body == std::string::npos || body + 1 + host_size + message_size != bytes.size()) {
+    return Failure{kExitComm, "a rank sent an unreadable error record through the store", {}};
+  }
+  failure.origin.host = bytes.substr(body + 1, host_size);
+  failure.message = bytes.substr(body + 1 + host_size);
+  return failure;
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string text;
+  for (size_t i = 0; i < ranks.size() && i < 16; ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
+  if (ranks.size() > 16) text += " and " + std::to_string(ranks.size() - 16) + " more";
+  return text;
+}
+
+}  // namespace
+
+StoreSession::StoreSession(const TorchEnv& env, double timeout_s) : env_(env) {
+  rank_ = env.rank;
+  world_size_ = env.world_size;
+  const std::string host = this_hostname();
+  if (env.elastic_agent) {
+    // A worker whose agent is gone can only hold the others up: end it (see ParentWatch).
+    parent_watch_ = std::make_unique<ParentWatch>(0.5, [origin = origin()](pid_t agent) {
+      std::cerr << origin.prefix() << "dtrain: error: the torchrun agent that started this worker (pid " << agent
+                << ") is gone; stopping, so that the other workers fail fast and their agents restart without this one"
+                << std::endl;
+      std::_Exit(kExitComm);
+    });
+  }
+  if (world_size_ == 1) {
+    hostnames_ = {host};
+  } else {
+    const WaitOptions wait{timeout_s, nullptr, {}};
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<std::uint16_t>(env.master_port);
+    options.isServer = rank_ == 0 && !env.agent_store;
+    options.numWorkers = static_cast<size_t>(world_size_);
+    options.waitWorkers = false;
+    options.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000.0));
+    try {
+      auto tcp = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+      // Keys of this restart only: an agent's store outlives the workers it restarts.
+      store_ = c10::make_intrusive<c10d::PrefixStore>("dtrain/attempt_" + std::to_string(env.restart_count), tcp);
+      store_->set("host/" + std::to_string(rank_), to_bytes(host));
+    } catch (const std::exception& e) {
+      throw CommError(origin(), std::string("cannot ") + (options.isServer ? "start" : "reach") + " the c10d store at " +
+                                    address() + " (MASTER_ADDR, MASTER_PORT" +
+                                    (options.isServer ? "; rank 0 hosts it" : env.agent_store ? "; torchrun's agent hosts it" : "; rank 0 hosts it") +
+                                    ") within " + std::to_string(static_cast<int64_t>(timeout_s)) + " s: " + first_line(e) +
+                                    " (the launcher's variables: " + env.summary + ")");
+    }
+    std::vector<std::string> keys;
+    for (int r = 0; r < world_size_; ++r) keys.push_back("host/" + std::to_string(r));
+    wait_for(keys, true, wait, "joining the " + std::to_string(world_size_) + " ranks of WORLD_SIZE");
+    for (const std::string& key : keys) hostnames_.push_back(to_string(store_->get(key)));
+  }
+  int same_host_before = 0;
+  int same_host = 0;
+  for (int r = 0; r < world_size_; ++r) {
+    if (hostnames_[static_cast<size_t>(r)] != hostnames_[static_cast<size_t>(rank_)]) continue;
+    same_host_before += r < rank_ ? 1 : 0;
+    ++same_host;
+  }
+  local_rank_ = env.local_rank >= 0 ? env.local_rank : same_host_before;
+  local_world_size_ = env.local_world_size > 0 ? env.local_world_size : same_host;
+}
+
+StoreSession::~StoreSession() {
+  // Rank 0's store must outlive the other ranks' last use of it: each says goodbye, and the host waits
+  // for all (bounded, and silent: a peer that died has already failed the run).
+  if (!store_ || world_size_ == 1) return;
+  try {
+    store_->add("goodbye", 1);
+    if (rank_ != 0 || env_.agent_store) return;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (store_->add("goodbye", 0) < world_size_ && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  } catch (const std::exception&) {
+  }
+}
+
+std::string StoreSession::address() const { return env_.master_addr + ":" + std::to_string(env_.master_port); }
+
+std::string StoreSession::description() const {
+  std::string text = env_.elastic_agent ? "torchrun" : "RANK/WORLD_SIZE environment";
+  if (world_size_ > 1) text += ", store at " + address();
+  if (env_.elastic_agent) {
+    text += ", restart " + std::to_string(env_.restart_count) + " of at most " + std::to_string(env_.max_restarts);
+  }
+  return text;
+}
+
+void StoreSession::wait_for(const std::vector<std::string>& keys, bool per_rank, const WaitOptions& wait,
+                            const std::string& what) const {
+  WaitScope scope(wait.activity, what);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait.timeout_s);
+  auto pause = std::chrono::milliseconds(1);
+  try {
+    while (!store_->check(keys)) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        std::vector<int> missing;
+        for (size_t i = 0; i < keys.size(); ++i) {
+          if (!store_->check({keys[i]})) missing.push_back(static_cast<int>(i));
+        }
+        std::string message = "timed out after " + std::to_string(static_cast<int64_t>(wait.timeout_s)) + " s " + what;
+        if (per_rank) {
+          message += ": rank" + std::string(missing.size() == 1 ? " " : "s ") + rank_list(missing) + " of " +
+                     std::to_string(world_size_) + " did not arrive";
+        }
+        message += " (store at " + address() + ", " + env_.summary + ")";
+        if (wait.explain_stall) {
+          const std::string stall = wait.explain_stall();
+          if (!stall.empty()) message += "; " + stall;
+        }
+        throw CommError(origin(), message);
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(50));
+    }
+  } catch (const CommError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw CommError(origin(), "the c10d store at " + address() + " failed while " + what + ": " + first_line(e));
+  }
+}
+
+Failure StoreSession::first_error(const Failure& local, const WaitOptions& wait) const {
+  if (world_size_ == 1) return local;
+  const std::string prefix = "error/" + std::to_string(round_++) + "/";
+  std::vector<std::string> keys;
+  for (int r = 0; r < world_size_; ++r) keys.push_back(prefix + std::to_string(r));
+  try {
+    store_->set(keys[static_cast<size_t>(rank_)], to_bytes(encode(local)));
+  } catch (const std::exception& e) {
+    throw CommError(origin(), "the c10d store at " + address() + " failed while agreeing on errors: " + first_line(e));
+  }
+  wait_for(keys, true, wait, "agreeing on errors across ranks");
+  for (int r = 0; r < world_size_; ++r) {
+    Failure failure = r == rank_ ? local : decode(to_string(store_->get(keys[static_cast<size_t>(r)])));
+    if (!failure.failed()) continue;
+    if (!failure.origin.known() && r != 0) failure.origin = ErrorOrigin{r, world_size_, {}};
+    return failure;
+  }
+  return Failure{};
+}
+
+std::string StoreSession::broadcast(const std::string& bytes, int root, const WaitOptions& wait,
+                                    const std::string& what) const {
+  if (world_size_ == 1) return bytes;
+  const std::string key = "broadcast/" + std::to_string(round_++);
+  try {
+    if (rank_ == root) {
+      store_->set(key, to_bytes(bytes));
+      return bytes;
+    }
+  } catch (const std::exception& e) {
+    throw CommError(origin(), "the c10d store at " + address() + " failed while broadcasting " + what + ": " + first_line(e));
+  }
+  wait_for({key}, false, wait, "waiting for " + what + " from rank " + std::to_string(root));
+  return to_string(store_->get(key));
+}
+
+c10::intrusive_ptr<c10d::Store> StoreSession::store(const WaitOptions&) {
+  if (!store_) store_ = c10::make_intrusive<c10d::HashStore>();  // a world of one: the store is in-process
+  return store_;
+}
+
+void StoreSession::abort(int exit_code) {
+  std::cout.flush();
+  std::cerr.flush();
+  std::_Exit(exit_code);
+}
+
+}  // namespace dtrain

@@ -72,7 +72,7 @@ fi
 
 # 3. Resume the 2-rank run's checkpoints on one rank: continues at epoch 3.
 if run_np 1 "${fast[@]}" --epochs 3 --resume --log-dir logs3 --checkpoint-dir ck1 >out3.txt 2>&1 &&
-   grep -q "resumed from epoch 2 of a run at world size 2" out3.txt &&
+   grep -q "resumed at epoch 3 from ck1/checkpoint-epoch-000002.pt (world size 2 then, 1 now)" out3.txt &&
    [ "$(grep -c 'metricName: accuracy' out3.txt)" -eq 1 ] && [ -f ck1/checkpoint-epoch-000003.pt ]; then
   pass "a 2-rank checkpoint resumes on 1 rank"
 else
@@ -135,13 +135,14 @@ if grep -q "devices: cpu)" <<<"$version"; then
   expect_error 2 "comm.device 'cuda' requested" --device cuda
 fi
 
-# 4b. Processes started as torchrun starts them (RANK, WORLD_SIZE, MASTER_*; no MPI launcher) stop with one
-#     clear error each instead of training alone; under mpirun those variables are ignored, with a warning.
+# 4b. Processes started as torchrun starts them (RANK, WORLD_SIZE, MASTER_*; no MPI launcher) but told to
+#     bootstrap through MPI stop with one clear error each instead of training alone (torchrun_test.sh has
+#     them bootstrapping from the environment); under mpirun those variables are ignored, with a warning.
 torch_env=(env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29511 LOCAL_RANK=0)
-"${torch_env[@]}" timeout 120 "$dtrain" "${cpu[@]}" "${fast[@]}" --log-dir logs-tr0 >tr0.out 2>tr0.err &
+"${torch_env[@]}" timeout 120 "$dtrain" --bootstrap mpi "${cpu[@]}" "${fast[@]}" --log-dir logs-tr0 >tr0.out 2>tr0.err &
 tr0=$!
-env RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29511 LOCAL_RANK=1 timeout 120 "$dtrain" "${cpu[@]}" "${fast[@]}" \
-  --log-dir logs-tr1 >tr1.out 2>tr1.err
+env RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29511 LOCAL_RANK=1 timeout 120 "$dtrain" --bootstrap mpi "${cpu[@]}" \
+  "${fast[@]}" --log-dir logs-tr1 >tr1.out 2>tr1.err
 tr1_rc=$?
 wait "$tr0"
 tr0_rc=$?

@@ -30,10 +30,27 @@ TEST_CASE("auto picks CUDA and NCCL only when a GPU is visible and NCCL is built
   const bool gpu = torch::cuda::is_available();
   const DeviceKind device = resolve_device(DeviceKind::kAuto);
   CHECK(device == (gpu ? DeviceKind::kCuda : DeviceKind::kCpu));
-  CHECK(resolve_backend(BackendKind::kAuto, DeviceKind::kCpu) == BackendKind::kMpi);
-  CHECK(resolve_backend(BackendKind::kAuto, DeviceKind::kCuda) ==
+  const BootstrapKind mpi = BootstrapKind::kMpi;
+  CHECK(resolve_backend(BackendKind::kAuto, DeviceKind::kCpu, mpi) == BackendKind::kMpi);
+  CHECK(resolve_backend(BackendKind::kAuto, DeviceKind::kCuda, mpi) ==
         (has(available_backends(), "nccl") ? BackendKind::kNccl : BackendKind::kMpi));
-  CHECK(resolve_backend(BackendKind::kMpi, DeviceKind::kCuda) == BackendKind::kMpi);
+  CHECK(resolve_backend(BackendKind::kMpi, DeviceKind::kCuda, mpi) == BackendKind::kMpi);
+}
+
+TEST_CASE("under torchrun's environment auto picks gloo on CPUs, and mpi is refused", "[device]") {
+  const BootstrapKind env = BootstrapKind::kEnv;
+  if (has(available_backends(), "gloo")) {
+    CHECK(resolve_backend(BackendKind::kAuto, DeviceKind::kCpu, env) == BackendKind::kGloo);
+  } else {
+    REQUIRE_THROWS_WITH(resolve_backend(BackendKind::kAuto, DeviceKind::kCpu, env),
+                        Catch::Contains("needs the gloo backend, which is not built into this dtrain"));
+  }
+  if (has(available_backends(), "nccl")) {
+    CHECK(resolve_backend(BackendKind::kAuto, DeviceKind::kCuda, env) == BackendKind::kNccl);
+  }
+  REQUIRE_THROWS_WITH(resolve_backend(BackendKind::kMpi, DeviceKind::kCpu, env),
+                      Catch::Contains("comm.backend 'mpi' needs ranks that an MPI launcher started") &&
+                          Catch::Contains("--backend gloo on CPUs or nccl on GPUs"));
 }
 
 TEST_CASE("asking for an absent device or backend is an error listing what is available", "[device]") {
@@ -43,10 +60,10 @@ TEST_CASE("asking for an absent device or backend is an error listing what is av
                         Catch::Contains("comm.device 'cuda' requested") && Catch::Contains("available devices: cpu"));
   }
   if (has(available_backends(), "nccl")) {
-    REQUIRE_THROWS_WITH(resolve_backend(BackendKind::kNccl, DeviceKind::kCpu),
+    REQUIRE_THROWS_WITH(resolve_backend(BackendKind::kNccl, DeviceKind::kCpu, BootstrapKind::kMpi),
                         Catch::Contains("comm.backend 'nccl' needs comm.device 'cuda'"));
   } else {
-    REQUIRE_THROWS_WITH(resolve_backend(BackendKind::kNccl, DeviceKind::kCpu),
+    REQUIRE_THROWS_WITH(resolve_backend(BackendKind::kNccl, DeviceKind::kCpu, BootstrapKind::kMpi),
                         Catch::Contains("not built into this dtrain; available backends: mpi"));
   }
 }

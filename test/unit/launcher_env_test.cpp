@@ -1,5 +1,5 @@
-// Launcher detection: a torchrun/PyTorchJob process without an MPI launcher stops instead of training
-// alone; under an MPI launcher torchrun's variables are ignored, with a note.
+// Launcher detection: which bootstrap a process gets, torchrun's variables checked with clear errors,
+// and a torchrun/PyTorchJob process told to use MPI stops instead of training alone.
 #include "test/support/catch.h"
 
 #include <map>
@@ -30,7 +30,73 @@ TEST_CASE("torchrun's variables without an MPI launcher stop the run instead of 
   CHECK_THROWS_AS(check_launcher(torchrun, 1), ConfigError);
   CHECK_THROWS_WITH(check_launcher(torchrun, 1),
                     Contains("a job of 2 processes (RANK=1 WORLD_SIZE=2 MASTER_ADDR=10.0.0.1 MASTER_PORT=29500") &&
-                        Contains("it would train alone"));
+                        Contains("it would train alone") && Contains("--bootstrap env"));
+}
+
+TEST_CASE("auto bootstrap: MPI under an MPI launcher, the environment under torchrun, else one process", "[bootstrap]") {
+  const LauncherEnv torchrun = read_launcher_env(env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}}));
+  const LauncherEnv mpirun = read_launcher_env(env_of({{"OMPI_COMM_WORLD_SIZE", "2"}, {"RANK", "0"}, {"WORLD_SIZE", "2"}}));
+  const LauncherEnv alone = read_launcher_env(env_of({{"MASTER_ADDR", "leftover"}}));
+  CHECK(choose_bootstrap(BootstrapKind::kAuto, torchrun) == BootstrapKind::kEnv);
+  CHECK(choose_bootstrap(BootstrapKind::kAuto, mpirun) == BootstrapKind::kMpi);
+  CHECK(choose_bootstrap(BootstrapKind::kAuto, alone) == BootstrapKind::kMpi);
+  CHECK(choose_bootstrap(BootstrapKind::kEnv, mpirun) == BootstrapKind::kEnv);  // asked for: as asked
+  CHECK(choose_bootstrap(BootstrapKind::kMpi, torchrun) == BootstrapKind::kMpi);
+}
+
+TEST_CASE("torchrun's variables are read and checked", "[bootstrap]") {
+  const TorchEnv worker = read_torch_env(env_of({{"RANK", "3"},
+                                                 {"WORLD_SIZE", "4"},
+                                                 {"LOCAL_RANK", "1"},
+                                                 {"LOCAL_WORLD_SIZE", "2"},
+                                                 {"MASTER_ADDR", "node-0"},
+                                                 {"MASTER_PORT", "29500"},
+                                                 {"TORCHELASTIC_RUN_ID", "job-7"},
+                                                 {"TORCHELASTIC_RESTART_COUNT", "2"},
+                                                 {"TORCHELASTIC_MAX_RESTARTS", "3"},
+                                                 {"TORCHELASTIC_USE_AGENT_STORE", "True"}}));
+  CHECK(worker.rank == 3);
+  CHECK(worker.world_size == 4);
+  CHECK(worker.local_rank == 1);
+  CHECK(worker.local_world_size == 2);
+  CHECK(worker.master_addr == "node-0");
+  CHECK(worker.master_port == 29500);
+  CHECK(worker.elastic_agent);
+  CHECK(worker.run_id == "job-7");
+  CHECK(worker.restart_count == 2);
+  CHECK(worker.max_restarts == 3);
+  CHECK(worker.agent_store);
+
+  // A PyTorchJob pod: no LOCAL_RANK, no agent.
+  const TorchEnv pod =
+      read_torch_env(env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "job-master-0"}, {"MASTER_PORT", "23456"}}));
+  CHECK(pod.local_rank == -1);
+  CHECK_FALSE(pod.elastic_agent);
+  CHECK_FALSE(pod.agent_store);
+  // One process needs no store.
+  CHECK(read_torch_env(env_of({{"RANK", "0"}, {"WORLD_SIZE", "1"}})).master_addr.empty());
+}
+
+TEST_CASE("bad torchrun variables name the variable, its value and what was expected", "[bootstrap]") {
+  auto error_of = [](std::map<std::string, std::string> values) {
+    try {
+      read_torch_env(env_of(std::move(values)));
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(error_of({{"WORLD_SIZE", "2"}}), Contains("needs RANK and WORLD_SIZE") && Contains("RANK is not set"));
+  CHECK_THAT(error_of({}), Contains("neither is set"));
+  CHECK_THAT(error_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}}),
+             Contains("RANK='2' is not an integer from 0 to 1"));
+  CHECK_THAT(error_of({{"RANK", "0"}, {"WORLD_SIZE", "two"}}), Contains("WORLD_SIZE='two' is not an integer from 1"));
+  CHECK_THAT(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "29500"}}),
+             Contains("WORLD_SIZE=2 needs MASTER_ADDR and MASTER_PORT") && Contains("MASTER_ADDR is not set"));
+  CHECK_THAT(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "70000"}}),
+             Contains("MASTER_PORT='70000' is not an integer from 1 to 65535"));
+  CHECK_THAT(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}, {"LOCAL_RANK", "x"}}),
+             Contains("LOCAL_RANK='x'"));
 }
 
 TEST_CASE("one process, or an MPI launcher, is not stopped by torchrun's variables", "[bootstrap]") {

@@ -7,6 +7,7 @@
 
 #include "runtime/data/distributed_sampler.h"
 #include "runtime/data/tensor_dataset.h"
+#include "runtime/util/error.h"
 
 using namespace dtrain;
 
@@ -59,6 +60,40 @@ TEST_CASE("W ranks with batch b see the samples of one rank with batch W*b", "[d
     for (const auto& shard : shards) union_of_ranks.insert(shard.begin() + step * b, shard.begin() + (step + 1) * b);
     CHECK(union_of_ranks == global);
   }
+}
+
+TEST_CASE("an epoch stopped at a global position continues at another world size with the same batches", "[data]") {
+  // 3 ranks x 8 took 5 global batches of 24; 2 ranks x 12 take the rest: every global batch is the one
+  // the uninterrupted run at 3 ranks takes, and over the two parts each sample is seen exactly once.
+  const int64_t n = 240;
+  const int64_t global = 24;
+  const int64_t done = 5 * global;
+  std::vector<std::vector<int64_t>> before;
+  std::vector<std::vector<int64_t>> after;
+  for (int r = 0; r < 3; ++r) before.push_back(DistributedSampler(n, r, 3, 9).indices(2));
+  for (int r = 0; r < 2; ++r) after.push_back(DistributedSampler(n, r, 2, 9).indices(2, done));
+  CHECK(after[0].size() == static_cast<size_t>((n - done) / 2));
+  std::multiset<int64_t> seen;
+  for (int64_t step = 0; step < n / global; ++step) {
+    std::set<int64_t> uninterrupted;
+    for (const auto& shard : before) uninterrupted.insert(shard.begin() + step * 8, shard.begin() + (step + 1) * 8);
+    std::set<int64_t> resumed;
+    if (step < 5) {
+      resumed = uninterrupted;
+    } else {
+      const int64_t t = step - 5;
+      for (const auto& shard : after) resumed.insert(shard.begin() + t * 12, shard.begin() + (t + 1) * 12);
+    }
+    CHECK(resumed == uninterrupted);
+    seen.insert(resumed.begin(), resumed.end());
+  }
+  CHECK(seen.size() == static_cast<size_t>(n));
+  CHECK(std::set<int64_t>(seen.begin(), seen.end()).size() == static_cast<size_t>(n));
+  // A rest that does not divide is padded from its own start, as a whole epoch is.
+  const auto last = DistributedSampler(10, 1, 3, 9).indices(1, 6);
+  const auto whole = DistributedSampler(10, 0, 1, 9).indices(1);
+  CHECK(last == std::vector<int64_t>{whole[7], whole[6]});  // positions 6 7 8 9 | 6 7: rank 1 takes 7, then 6
+  CHECK_THROWS_AS(DistributedSampler(10, 0, 1, 9).indices(1, 10), Error);
 }
 
 TEST_CASE("evaluation shards partition the test set without padding", "[data]") {

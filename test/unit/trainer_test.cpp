@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "runtime/comm/local_communicator.h"
+#include "runtime/train/batch_plan.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/trainer.h"
 #include "runtime/util/error.h"
@@ -90,6 +91,104 @@ TEST_CASE("resuming after an epoch reproduces the uninterrupted run exactly", "[
     CHECK(resumed.result.epochs[0].epoch == 2);
     CHECK(at::equal(resumed.params, whole.params));
   }
+}
+
+TEST_CASE("resuming from a checkpoint inside an epoch continues it as the uninterrupted run did", "[train][checkpoint]") {
+  test::TempDir whole_dir;
+  test::TempDir split_dir;
+  auto workload = test::make_tiny_workload();  // no dropout: the masks after a resume are drawn afresh
+  TrainConfig config = test::tiny_config(whole_dir.path());
+  config.train.epochs = 2;
+  config.checkpoint.every_steps = 3;
+  config.checkpoint.keep = 0;
+  const test::TrainRun whole = test::train_alone(config, *workload);
+  REQUIRE(whole.result.epochs.size() == 2);
+  const int64_t steps = whole.result.epochs[1].steps;
+  REQUIRE(steps > 6);
+
+  // A failure after the checkpoint at step 6 of epoch 2: only the checkpoints before it survive.
+  namespace fs = std::filesystem;
+  TrainConfig split = test::tiny_config(split_dir.path());
+  split.train = config.train;
+  split.checkpoint.every_steps = 3;
+  split.checkpoint.keep = 0;
+  fs::create_directories(split.checkpoint.dir);
+  for (const char* name : {"checkpoint-epoch-000001.pt", "checkpoint-epoch-000002-step-00000003.pt",
+                           "checkpoint-epoch-000002-step-00000006.pt"}) {
+    REQUIRE(fs::exists(config.checkpoint.dir + "/" + name));
+    fs::copy_file(config.checkpoint.dir + "/" + name, split.checkpoint.dir + "/" + name);
+  }
+  split.checkpoint.resume = true;
+  const test::TrainRun resumed = test::train_alone(split, *workload);
+  REQUIRE(resumed.result.epochs.size() == 1);
+  const EpochStats& epoch = resumed.result.epochs[0];
+  CHECK(epoch.epoch == 2);
+  CHECK(epoch.first_step == 7);
+  CHECK(epoch.steps == steps - 6);  // no step repeated or skipped
+  CHECK(epoch.train_samples == whole.result.epochs[1].train_samples);
+  CHECK(epoch.train.at("loss") == Approx(whole.result.epochs[1].train.at("loss")).epsilon(1e-12));
+  CHECK(at::equal(resumed.params, whole.params));
+  CHECK_THAT(resumed.console, Contains("resumed epoch 2 at step 7 from ") && Contains("checkpoint-epoch-000002-step-00000006.pt"));
+}
+
+TEST_CASE("checkpoint.every_s checkpoints inside epochs when rank 0's clock says so", "[train][checkpoint]") {
+  test::TempDir dir;
+  auto workload = test::make_tiny_workload();
+  TrainConfig config = test::tiny_config(dir.path());
+  config.train.epochs = 1;
+  config.train.batch_size = 8;  // 32 steps: the clock is read after steps 10, 20 and 30
+  config.checkpoint.keep = 0;
+  config.checkpoint.every_s = 1e-9;  // always due when read
+  test::train_alone(config, *workload);
+  namespace fs = std::filesystem;
+  for (const char* name : {"checkpoint-epoch-000001-step-00000010.pt", "checkpoint-epoch-000001-step-00000020.pt",
+                           "checkpoint-epoch-000001-step-00000030.pt", "checkpoint-epoch-000001.pt"}) {
+    CHECK(fs::exists(config.checkpoint.dir + "/" + name));
+  }
+  int64_t files = 0;
+  for (const auto& entry : fs::directory_iterator(config.checkpoint.dir)) files += entry.path().extension() == ".pt";
+  CHECK(files == 4);
+
+  // Never due within the run: only the epoch's own checkpoint.
+  test::TempDir slow_dir;
+  TrainConfig slow = test::tiny_config(slow_dir.path());
+  slow.train = config.train;
+  slow.checkpoint.keep = 0;
+  slow.checkpoint.every_s = 3600;
+  test::train_alone(slow, *workload);
+  files = 0;
+  for (const auto& entry : fs::directory_iterator(slow.checkpoint.dir)) files += entry.path().extension() == ".pt";
+  CHECK(files == 1);
+}
+
+TEST_CASE("an elastic global batch is split over the ranks, accumulating when it does not fit", "[train]") {
+  CHECK(plan_global_batch(96, 3, 64).text() == "global batch 96 = 3 ranks x 32");
+  const BatchPlan two = plan_global_batch(96, 2, 32);
+  CHECK(two.per_rank == 24);
+  CHECK(two.accumulate == 2);
+  CHECK(two.text() == "global batch 96 = 2 ranks x 24 x 2 passes");
+  CHECK(plan_global_batch(96, 1, 7).per_rank == 6);  // 96 = 16 passes of 6: the largest divisor that fits
+  CHECK_THROWS_WITH(plan_global_batch(64, 3, 64), Contains("global batch of 64 samples") &&
+                                                      Contains("cannot be split evenly over 3 ranks") &&
+                                                      Contains("it divides over 1, 2, 4, 8, 16, 32, 64 ranks"));
+
+  // On one rank, the plan's micro-batches with accumulation train what one batch of the global size does.
+  test::TempDir a;
+  test::TempDir b;
+  auto workload = test::make_tiny_workload();
+  TrainConfig whole = test::tiny_config(a.path());
+  whole.train.batch_size = 32;
+  whole.train.epochs = 1;
+  TrainConfig split = test::tiny_config(b.path());
+  split.train = whole.train;
+  split.train.batch_size = 8;  // at most 8 fit: 4 passes of 8
+  split.train.elastic_batch = ElasticBatch::kGlobal;
+  split.train.global_batch_size = 32;
+  const test::TrainRun one = test::train_alone(whole, *workload);
+  const test::TrainRun four = test::train_alone(split, *workload);
+  CHECK_THAT(four.console, Contains("elastic batch: global batch 32 = 1 rank x 8 x 4 passes"));
+  CHECK(four.result.epochs[0].steps == 4 * one.result.epochs[0].steps);
+  CHECK(at::allclose(four.params, one.params, 1e-5, 1e-6));
 }
 
 TEST_CASE("resume without a checkpoint starts at epoch 1", "[train][checkpoint]") {

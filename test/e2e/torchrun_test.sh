@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# End-to-end tests of dtrain under torchrun (Debian's python3-torch): ranks bootstrapped from RANK,
+# WORLD_SIZE and MASTER_ADDR/MASTER_PORT, Gloo collectives, and elastic restarts as users meet them:
+#   standalone  torchrun --standalone --nproc_per_node 2 trains as world size 2
+#   env errors  a rank whose peers never come, bad variables, an MPI backend under torchrun
+#   (c)         a worker killed (not its agent): the group restarts at the same size and resumes inside
+#               the epoch, with no step repeated or skipped
+#   (a)         2 agents x 1 worker, one agent killed -9 mid-epoch: the job finishes at world size 1
+#   (b)         1 agent of --nnodes 1:2, a second one started later: it joins, world size 2 from then on
+# Every run log is checked. Debian 12's torchrun needs --log_dir, --redirects and --tee (docs/elastic.md).
+# Usage: torchrun_test.sh DTRAIN
+set -uo pipefail
+dtrain=$(realpath "$1")
+here=$(cd "$(dirname "$0")" && pwd)
+torchrun=${TORCHRUN:-/usr/bin/torchrun}
+work=$(mktemp -d)
+cleanup() {
+  pkill -9 -f "$work" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+cd "$work"
+failures=0
+pass() { echo "PASS: $1"; }
+fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
+if [ ! -x "$torchrun" ]; then
+  echo "SKIP: no torchrun at $torchrun (Debian: python3-torch)"
+  exit 0
+fi
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# A copy of the binary under this test's directory, so that cleanup can find every process it started.
+cp "$dtrain" "$work/dtrain"
+dtrain=$work/dtrain
+# Debian 12's torchrun crashes on Python 3.11 without these (docs/elastic.md).
+tr_flags=(--redirects 1 --tee 1)
+fast=(--workload mnist --synthetic --eval-samples 500 --log-interval 5 --progress-bar=false)
+# The run_start, resume, checkpoint and epoch_end records of every run log under DIR, oldest first.
+records() { cat "$1"/*/events.jsonl | grep -E '"event":"(run_start|resume|epoch_end|run_end|error)"'; }
+# Waits up to 120 s for a checkpoint inside an epoch at step >= $2 in directory $1.
+wait_for_checkpoint() {
+  for _ in $(seq 1 240); do
+    if ls "$1" 2>/dev/null | grep -Eq "step-0*([2-9][0-9]|[1-9][0-9]{2,})\.pt$"; then return 0; fi
+    sleep 0.5
+  done
+  return 1
+}
+
+# --- the environment without torchrun: a rank never trains alone, bad variables are named -----------
+port=$(free_port)
+env RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" timeout 120 "$dtrain" "${fast[@]}" --comm-timeout-s 3 \
+  --log-dir logs-alone >alone1.out 2>&1
+rc1=$?
+env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" timeout 120 "$dtrain" "${fast[@]}" --comm-timeout-s 3 \
+  --log-dir logs-alone >alone0.out 2>&1
+rc0=$?
+if [ "$rc1" -eq 6 ] && grep -q "\[rank 1/2\] cannot reach the c10d store at 127.0.0.1:$port (MASTER_ADDR, MASTER_PORT; rank 0 hosts it) within 3 s" alone1.out &&
+   [ "$rc0" -eq 6 ] && grep -q "\[rank 0/2\] timed out after 3 s joining the 2 ranks of WORLD_SIZE: rank 1 of 2 did not arrive (store at 127.0.0.1:$port" alone0.out &&
+   ! grep -q "metricName" alone0.out alone1.out; then
+  pass "a rank of WORLD_SIZE=2 whose peer never comes fails (exit 6) naming the store and the missing rank"
+else
+  fail "lonely ranks: exits $rc0/$rc1"; cat alone0.out alone1.out
+fi
+env RANK=2 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" "$dtrain" "${fast[@]}" >badrank.out 2>&1
+rc=$?
+if [ "$rc" -eq 2 ] && grep -q "RANK='2' is not an integer from 0 to 1" badrank.out; then
+  pass "RANK outside WORLD_SIZE is a configuration error naming the variable (exit 2)"
+else
+  fail "RANK=2 of 2: exit $rc"; cat badrank.out
+fi
+"$dtrain" --bootstrap env "${fast[@]}" >noenv.out 2>&1
+rc=$?
+if [ "$rc" -eq 2 ] && grep -q "comm.bootstrap 'env' needs RANK and WORLD_SIZE" noenv.out; then
+  pass "--bootstrap env without torchrun's variables says which are missing (exit 2)"
+else
+  fail "--bootstrap env alone: exit $rc"; cat noenv.out
+fi
+timeout 120 "$torchrun" --standalone --nproc_per_node 2 --log_dir tl-mpi "${tr_flags[@]}" --no_python "$dtrain" "${fast[@]}" \
+  --backend mpi --log-dir logs-mpi >mpi.out 2>&1
+rc=$?
+if [ "$rc" -ne 0 ] && [ "$(grep -c "dtrain: error: comm.backend 'mpi' needs ranks that an MPI launcher started" mpi.out)" -eq 1 ]; then
+  pass "--backend mpi under torchrun is one clear error, printed once"
+else
+  fail "--backend mpi under torchrun: exit $rc"; cat mpi.out
+fi
+
+# Training under torchrun on CPUs needs the gloo backend (a CUDA build against PyPI's LibTorch has none).
+if ! "$dtrain" --version | grep -q "gloo"; then
+  echo "SKIP: this dtrain has no gloo backend ($("$dtrain" --version)); the training cases need it"
+  echo "$failures failure(s)"
+  [ "$failures" -eq 0 ]
+  exit
+fi
+
+# --- standalone: two workers of one agent train as one job of world size 2 -------------------------
+timeout 300 "$torchrun" --standalone --nproc_per_node 2 --log_dir tl-std "${tr_flags[@]}" --no_python "$dtrain" \
+  "${fast[@]}" --max-steps 6 --epochs 2 --log-dir logs-std --checkpoint-dir ck-std >std.out 2>&1
+rc=$?
+rank0_out=$(ls tl-std/*/attempt_0/0/stdout.log 2>/dev/null | head -1)
+if [ "$rc" -eq 0 ] && [ -n "$rank0_out" ] &&
+   /usr/bin/python3 "$here/check_run_output.py" "$rank0_out" logs-std 2 katib &&
+   grep -q '"world_size":2,.*"backend":"gloo".*"bootstrap":"env","launcher":"torchrun, store at' logs-std/*/events.jsonl; then
+  pass "torchrun --standalone --nproc_per_node 2 trains as world size 2 over gloo, bootstrapped from the environment"
+else
+  fail "standalone torchrun (exit $rc)"; cat std.out
+fi
+
+# --- (c) a worker dies: the agent restarts the group, which resumes inside the epoch ----------------
+# Global batch 128 (2 x 64), a checkpoint every 10 steps, 120 steps per epoch (check_elastic_runs.py reads
+# the logs).
+timeout 600 "$torchrun" --standalone --nproc_per_node 2 --max_restarts 1 --monitor_interval 1 --log_dir tl-c \
+  "${tr_flags[@]}" --no_python "$dtrain" "${fast[@]}" --epochs 2 --max-steps 120 --checkpoint-every-steps 10 \
+  --log-dir logs-c --checkpoint-dir ck-c >c.out 2>&1 &
+job=$!
+if wait_for_checkpoint ck-c; then
+  pkill -9 -f "$dtrain.*logs-c" --newest
+fi
+wait "$job"
+rc=$?
+if [ "$rc" -eq 0 ] && grep -q "{metricName: accuracy" c.out &&
+   /usr/bin/python3 "$here/check_elastic_runs.py" logs-c 2 2 1 120 128 64; then
+  pass "(c) a killed worker: torchrun restarts the group at world size 2, which resumes inside the epoch, no step repeated or skipped"
+else
+  fail "(c) killed worker: exit $rc"; tail -30 c.out; records logs-c
+fi
+
+# An agent of an elastic job of 1 to 2 nodes with one worker each, in the background:
+#   elastic_agent ID INDEX PORT DTRAIN_ARGS...   (its output in ID<INDEX>.out, torchrun's logs in tl-ID<INDEX>)
+elastic_agent() {
+  local id=$1 index=$2 port=$3
+  shift 3
+  timeout 600 "$torchrun" --nnodes 1:2 --nproc_per_node 1 --max_restarts 3 --monitor_interval 1 --rdzv_backend c10d \
+    --rdzv_endpoint 127.0.0.1:"$port" --rdzv_conf last_call_timeout=3 --rdzv_id "$id" --log_dir "tl-$id$index" \
+    "${tr_flags[@]}" --no_python "$dtrain" "${fast[@]}" "$@" --log-dir "logs-$id" --checkpoint-dir "ck-$id" \
+    >"$id$index.out" 2>&1 &
+}
+
+# --- (a) two agents, one killed -9 mid-epoch: the job finishes at world size 1 ----------------------
+port=$(free_port)
+elastic_agent a 0 "$port" --epochs 2 --max-steps 120 --checkpoint-every-steps 10
+agent0=$!
+sleep 1  # agent 0 hosts the rendezvous store: it must be up first
+elastic_agent a 1 "$port" --epochs 2 --max-steps 120 --checkpoint-every-steps 10
+agent1=$!
+if wait_for_checkpoint ck-a; then
+  kill -9 "$(pgrep -f "torchrun.*tl-a1" -n)"
+fi
+wait "$agent0"
+rc=$?
+wait "$agent1" 2>/dev/null
+if [ "$rc" -eq 0 ] && grep -q "{metricName: accuracy" a0.out &&
+   grep -q "the torchrun agent that started this worker (pid [0-9]*) is gone" a1.out &&
+   /usr/bin/python3 "$here/check_elastic_runs.py" logs-a 2 1 1 120 128 64; then
+  pass "(a) an agent killed -9 mid-epoch: its orphaned worker stops, the other restarts at world size 1 and finishes (exit 0)"
+else
+  fail "(a) killed agent: exit $rc"; tail -20 a0.out a1.out; records logs-a
+fi
+
+# --- (b) a second agent joins later: the group restarts at world size 2 and uses it -----------------
+port=$(free_port)
+elastic_agent b 0 "$port" --epochs 1 --max-steps 400 --checkpoint-every-steps 10
+agent0=$!
+wait_for_checkpoint ck-b
+elastic_agent b 1 "$port" --epochs 1 --max-steps 400 --checkpoint-every-steps 10
+agent1=$!
+wait "$agent0"
+rc=$?
+wait "$agent1"
+rc1=$?
+if [ "$rc" -eq 0 ] && [ "$rc1" -eq 0 ] && grep -q "{metricName: accuracy" b0.out &&
+   /usr/bin/python3 "$here/check_elastic_runs.py" logs-b 1 2 0 400 64 64; then
+  pass "(b) an agent that joins later is admitted at the next rendezvous: world size 2 from then on"
+else
+  fail "(b) late join: exits $rc/$rc1"; tail -20 b0.out b1.out; records logs-b
+fi
+
+echo "$failures failure(s)"
+[ "$failures" -eq 0 ]

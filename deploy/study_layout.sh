@@ -97,3 +97,17 @@ study_write_result() {
     printf 'wall_s: %s\n' "$(awk -v a="$started" -v b="$finished" 'BEGIN { printf "%.3f", b - a }')"
   } >"$dir/result.yaml"
 }
+
+# study_timed_run DIR CMD...: runs CMD under bash's `time` (whose `real` line analysis tools read) and
+# records its outcome in DIR/result.yaml; returns CMD's exit status. For job scripts that run in a study.
+study_timed_run() {
+  local dir=$1 started code
+  shift
+  started=$(study_now)
+  set +e
+  time "$@"
+  code=$?
+  set -e
+  study_write_result "$dir" "$code" "$started" "$(study_now)"
+  return "$code"
+}

@@ -67,7 +67,8 @@ def parse_args(argv):
     return p.parse_args(argv)
 
 
-def check(args):
+def check_common(args):
+    """The checks every dtrain job shares (platform, GPUs, accelerator, epochs, batch, image)."""
     if args.platform not in PLATFORMS:
         raise UsageError(f"unknown platform '{args.platform}'; expected one of: {', '.join(PLATFORMS)}")
     if args.workers < 1:
@@ -90,12 +91,21 @@ def check(args):
         raise UsageError(f"--workload '{args.workload}' is not a workload name")
     if not args.image or any(c.isspace() for c in args.image):
         raise UsageError(f"--image must be an image reference without spaces, got '{args.image}'")
-    name = args.name or f"dtrain-{args.workload}-{args.platform}-{args.workers}".replace("_", "-").replace(".", "-")
-    longest_pod = f"{name}-worker-{args.workers - 1}"
+
+
+def check_name(name, workers):
+    """`name`, if it and its last pod's name are DNS-1035 labels the operators accept."""
+    longest_pod = f"{name}-worker-{workers - 1}"
     if not NAME_RE.match(name) or len(longest_pod) > 63:
         raise UsageError(f"job name '{name}' must be a DNS-1035 label (lower case letters, digits, '-') and "
                          f"'{longest_pod}' at most 63 characters")
     return name
+
+
+def check(args):
+    check_common(args)
+    return check_name(args.name or f"dtrain-{args.workload}-{args.platform}-{args.workers}".replace("_", "-").replace(".", "-"),
+                      args.workers)
 
 
 def compatibility_warnings(args):
@@ -145,6 +155,25 @@ def mpirun_command(args, ranks):
     return ["bash", "-c", "time " + shlex.join(mpirun + dtrain)]
 
 
+def resources(args):
+    """A worker's resources: the CPU and memory requests asked for, and its GPUs."""
+    requests, limits = {}, {}
+    if args.cpu:
+        requests["cpu"] = args.cpu
+    if args.memory:
+        requests["memory"] = args.memory
+    if args.gpus_per_worker > 0:
+        limits["nvidia.com/gpu"] = args.gpus_per_worker
+    return {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
+
+
+def place_on_gpus(args, pod):
+    """On GKE, GPU pods go to nodes with the accelerator asked for, whose GPU taint they tolerate."""
+    if args.platform == "gke" and args.gpus_per_worker > 0:
+        pod["nodeSelector"] = {"cloud.google.com/gke-accelerator": args.accelerator}
+        pod["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+
 def render(args):
     name = check(args)
     slots = max(1, args.gpus_per_worker)
@@ -168,23 +197,14 @@ def render(args):
         "securityContext": container_security,
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
     }
-    requests, limits = {}, {}
-    if args.cpu:
-        requests["cpu"] = args.cpu
-    if args.memory:
-        requests["memory"] = args.memory
-    if args.gpus_per_worker > 0:
-        limits["nvidia.com/gpu"] = args.gpus_per_worker
-    if requests or limits:
-        worker["resources"] = {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
+    if resources(args):
+        worker["resources"] = resources(args)
     worker_pod = {
         "securityContext": pod_security,
         "containers": [worker],
         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": args.shm}}],
     }
-    if args.platform == "gke" and args.gpus_per_worker > 0:
-        worker_pod["nodeSelector"] = {"cloud.google.com/gke-accelerator": args.accelerator}
-        worker_pod["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    place_on_gpus(args, worker_pod)
 
     metadata = {"name": name, "labels": labels}
     if args.namespace:
@@ -227,18 +247,19 @@ def to_yaml(job):
     return yaml.dump(job, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1 << 16)
 
 
-def main(argv):
-    args = parse_args(argv)
+def run(program, parse, make_job, argv):
+    """A renderer's main: the job as YAML on stdout, warnings on stderr; exit 2 with one line on bad input."""
+    args = parse(argv)
     try:
-        job = render(args)
+        job = make_job(args)
     except UsageError as e:
-        print(f"render_mpijob: {e}", file=sys.stderr)
+        print(f"{program}: {e}", file=sys.stderr)
         return 2
     for warning in compatibility_warnings(args):
-        print(f"render_mpijob: warning: {warning}", file=sys.stderr)
+        print(f"{program}: warning: {warning}", file=sys.stderr)
     sys.stdout.write(to_yaml(job))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run("render_mpijob", parse_args, render, sys.argv[1:]))

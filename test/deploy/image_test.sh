@@ -105,5 +105,22 @@ if run 1000 bash -c 'printf "nosuchhost-dtrain.invalid slots=1\n" >/tmp/hosts &&
 else
   echo "PASS: the launcher waits for worker hosts and gives up with an error"
 fi
+# What the PyTorchJobs run (deploy/k8s/render_pytorchjob.py): torchrun's agent with dtrain workers. The CUDA
+# image has no gloo backend for CPU training, so there it only has to start.
+if [ "$kind" = cpu ]; then
+  if out=$(run 1000 bash -c 'time torchrun --standalone --nproc_per_node 2 --log_dir $HOME/torchrun-logs --redirects 1 \
+             --tee 1 --no_python dtrain --workload mnist --synthetic --max-steps 3 --eval-samples 1000 \
+             --checkpoint-dir $HOME/ck-torchrun --log-dir $HOME/logs-torchrun --progress-bar=false' 2>&1) &&
+     grep -q "world size 2 .*backend gloo" <<<"$out" && grep -q "{metricName: accuracy" <<<"$out" &&
+     grep -qE "^real[[:space:]]" <<<"$out"; then
+    echo "PASS: torchrun in the image starts 2 dtrain workers that train as one world over gloo"
+  else
+    fail "torchrun in the image:"; echo "$out" | tail -n 30
+  fi
+elif out=$(run 1000 torchrun --help 2>&1) && grep -q -- "--no_python" <<<"$out"; then
+  echo "PASS: the image has torchrun for elastic PyTorchJobs"
+else
+  fail "no torchrun in the image:"; echo "$out" | tail -n 5
+fi
 echo "image_test: $failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Submits deploy/slurm/dtrain.sbatch to a real one-node Slurm cluster on this machine: Debian's slurmctld
 # and slurmd with a private config, state directory and unprivileged ports, authenticated by munge.
-# 2 tasks train synthetic mnist for 2 short epochs, with the generic script and with the Satori variant;
+# 2 tasks train synthetic mnist for 2 short epochs, with the generic script, the Satori variant and
+# torchrun.sbatch (one torchrun agent with 2 workers);
 # the test checks exit 0, the per-epoch Katib lines and time's `real` line. Then a study of 2 repetitions
 # through deploy/slurm/run_study.sh, whose layout dtrain-report reads; then it stops its daemons.
 # Usage: slurm_test.sh DTRAIN   (needs root for munged and slurmd, as on CI machines)
@@ -98,8 +99,15 @@ job=$(submit deploy/slurm/dtrain.sbatch -- --workload mnist --max-steps 3 --eval
 satori=$(submit deploy/slurm/satori.sbatch --cpus-per-task=1 --mem=4000 -- \
   --workload biggan --max-steps 2 --batch-size 4 --d-steps 2 --eval-samples 16 --sample-every 1) ||
   die "sbatch of satori.sbatch failed"
+# One torchrun agent on the node with 2 workers (Debian's torchrun).
+elastic=$(DTRAIN_TORCHRUN=/usr/bin/torchrun DTRAIN_NPROC_PER_NODE=2 DTRAIN_TORCHRUN_LOGS="$work/torchrun-logs" \
+  submit deploy/slurm/torchrun.sbatch --ntasks-per-node=1 -- --workload mnist --max-steps 3 --eval-samples 1000) ||
+  die "sbatch of torchrun.sbatch failed"
 check_job "$job" "dtrain.sbatch" accuracy
 check_job "$satori" "satori.sbatch" d_accuracy
+check_job "$elastic" "torchrun.sbatch" accuracy
+grep -q '"bootstrap":"env","launcher":"torchrun' "$work"/logs/*/events.jsonl ||
+  { echo "FAIL: torchrun.sbatch: no run log of a torchrun-bootstrapped run"; failures=$((failures + 1)); }
 grids=$(find "$work/logs" -path "*biggan*/samples/epoch-00000[12].png" | wc -l)
 [ "$grids" -eq 2 ] || { echo "FAIL: satori.sbatch: expected the sample grids of epochs 1 and 2, found $grids"; failures=$((failures + 1)); }
 # A study: two chained jobs into the study layout, then its report.

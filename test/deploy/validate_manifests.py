@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Validates every MPIJob that deploy/k8s/render_mpijob.py can render, offline:
+"""Validates every MPIJob that deploy/k8s/render_mpijob.py can render, and every PyTorchJob of
+deploy/k8s/render_pytorchjob.py, offline:
 
 1. against the Kubeflow MPIJob CRD's OpenAPI schema (shared/schemas), in strict mode: every object that
    lists its properties rejects unknown ones, as kubeconform's strict mode does;
@@ -9,7 +10,10 @@
    without GPUs, /dev/shm as a memory emptyDir, GKE node selector and toleration;
 4. for OpenShift, against the restricted Pod Security Standard and the restricted-v2 SCC (no fixed UID).
 
-It also feeds the generator broken inputs and checks their errors. Usage: validate_manifests.py SCHEMA_CRD
+PyTorchJobs likewise: the training operator's CRD (strict), its webhook's rules, dtrain's contract (torchrun
+with Debian's log flags under elasticPolicy, one dtrain per pod without it) and, for OpenShift, restricted.
+It also feeds the generators broken inputs and checks their errors.
+Usage: validate_manifests.py MPIJOB_CRD PYTORCHJOB_CRD
 """
 import copy
 import itertools
@@ -25,8 +29,10 @@ import yaml
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 RENDER = os.path.join(ROOT, "deploy", "k8s", "render_mpijob.py")
+RENDER_PYTORCHJOB = os.path.join(ROOT, "deploy", "k8s", "render_pytorchjob.py")
 sys.path.insert(0, os.path.dirname(RENDER))
 import render_mpijob  # noqa: E402
+import render_pytorchjob  # noqa: E402
 
 failures = []
 
@@ -124,9 +130,14 @@ ALLOWED_VOLUME_KEYS = {"name", "configMap", "csi", "downwardAPI", "emptyDir", "e
                        "persistentVolumeClaim", "projected", "secret"}
 
 
+def replica_specs(job):
+    spec = job["spec"]
+    return spec["mpiReplicaSpecs"] if job["kind"] == "MPIJob" else spec["pytorchReplicaSpecs"]
+
+
 def restricted_pss(what, job):
     """The restricted Pod Security Standard (v1.28) for every pod template, plus restricted-v2's no-UID rule."""
-    for role, replica in job["spec"]["mpiReplicaSpecs"].items():
+    for role, replica in replica_specs(job).items():
         pod = replica["template"]["spec"]
         where = f"{what} {role}"
         for key in ("hostNetwork", "hostPID", "hostIPC"):
@@ -162,10 +173,153 @@ def render(argv):
     return render_mpijob.render(args)
 
 
+def webhook_rules(what, job):
+    """The training operator's PyTorchJob webhook (v1.9.0), which the CRD's schema does not express."""
+    spec = job["spec"]
+    replicas = spec["pytorchReplicaSpecs"]
+    if set(replicas) - {"Master", "Worker"}:
+        fail(what, f"replica types must be Master and Worker, got {sorted(replicas)}")
+    for role, r in replicas.items():
+        containers = r["template"]["spec"].get("containers", [])
+        if not any(c.get("name") == "pytorch" and c.get("image") for c in containers):
+            fail(what, f"{role} needs a container named pytorch with an image")
+        if r.get("restartPolicy") not in ("Never", "OnFailure", "Always", "ExitCode"):
+            fail(what, f"{role}.restartPolicy {r.get('restartPolicy')}")
+    if "Master" in replicas and replicas["Master"].get("replicas") != 1:
+        fail(what, "Master must have exactly 1 replica")
+    if "Worker" in replicas and replicas["Worker"].get("replicas", 0) < 1:
+        fail(what, "Worker must have at least 1 replica")
+    if "elasticPolicy" in spec:
+        if "Worker" not in replicas:
+            fail(what, "an elasticPolicy needs a Worker replica spec")
+        if spec["elasticPolicy"].get("nProcPerNode") is not None and spec.get("nprocPerNode") is not None:
+            fail(what, "elasticPolicy.nProcPerNode and nprocPerNode must not both be set")
+    workers = replicas.get("Worker", {}).get("replicas", 0)
+    last_pod = f"{job['metadata']['name']}-worker-{max(workers - 1, 0)}"
+    if not re.match(r"^[a-z]([-a-z0-9]*[a-z0-9])?$", last_pod) or len(last_pod) > 63:
+        fail(what, f"pod name {last_pod} is not a DNS-1035 label")
+
+
+def pytorchjob_contract(what, job, platform, mode, workers, min_workers, gpus, accelerator):
+    spec = job["spec"]
+    replicas = spec["pytorchReplicaSpecs"]
+    for role, r in replicas.items():
+        pod = r["template"]["spec"]
+        container = pod["containers"][0]
+        script = container["args"]
+        if script[:2] != ["bash", "-c"] or not script[2].startswith("time "):
+            fail(what, f"{role} must run `bash -c 'time ...'`, got {script}")
+        words = shlex.split(script[2])[1:]
+        if mode == "elastic":
+            if words[0] != "torchrun" or "--no_python" not in words or words[words.index("--no_python") + 1] != "dtrain":
+                fail(what, f"elastic pods must run torchrun --no_python dtrain, got {words[:8]}")
+            for flag, value in (("--redirects", "1"), ("--tee", "1")):
+                if flag not in words or words[words.index(flag) + 1] != value or "--log_dir" not in words:
+                    fail(what, "Debian 12's torchrun needs --log_dir, --redirects 1 and --tee 1")
+            if "--checkpoint-every-steps" not in words:
+                fail(what, "elastic jobs must checkpoint inside epochs")
+            mounts = {m["mountPath"]: m["name"] for m in container.get("volumeMounts", [])}
+            claims = [v for v in pod.get("volumes", []) if "persistentVolumeClaim" in v]
+            if "/home/dtrain/dtrain-checkpoints" not in mounts or not claims or \
+                    mounts["/home/dtrain/dtrain-checkpoints"] != claims[0]["name"]:
+                fail(what, "elastic pods must mount the checkpoint claim at ~/dtrain-checkpoints")
+        elif words[0] != "dtrain":
+            fail(what, f"plain pods run dtrain directly, got {words[:3]}")
+        expected_device = "cuda" if gpus else "cpu"
+        if words[words.index("--device") + 1] != expected_device:
+            fail(what, f"dtrain --device should be {expected_device}")
+        expected_backend = "nccl" if gpus else "gloo"
+        if words[words.index("--backend") + 1] != expected_backend:
+            fail(what, f"dtrain --backend should be {expected_backend} under torchrun's bootstrap")
+        gpu_limit = container.get("resources", {}).get("limits", {}).get("nvidia.com/gpu", 0)
+        if gpu_limit != gpus:
+            fail(what, f"{role} nvidia.com/gpu limit {gpu_limit}, expected {gpus}")
+        ports = [p for p in container.get("ports", []) if p.get("name") == "pytorchjob-port"]
+        if not ports:
+            fail(what, f"{role} must declare the pytorchjob-port the operator's services forward")
+        if platform == "gke" and gpus:
+            if pod.get("nodeSelector", {}).get("cloud.google.com/gke-accelerator") != accelerator:
+                fail(what, f"GKE node selector must pick {accelerator}")
+        elif any(k.startswith("cloud.google.com/") for k in pod.get("nodeSelector", {})):
+            fail(what, f"{platform} must not use GKE node labels")
+    if mode == "elastic":
+        policy = spec.get("elasticPolicy", {})
+        if set(replicas) != {"Worker"} or replicas["Worker"]["replicas"] != workers:
+            fail(what, f"elastic jobs are {workers} Worker pods, got {sorted(replicas)}")
+        if policy.get("rdzvBackend") != "c10d" or policy.get("minReplicas") != min_workers or \
+                policy.get("maxReplicas") != workers or policy.get("maxRestarts", -1) < 0:
+            fail(what, f"elasticPolicy {policy} for {min_workers}..{workers} pods")
+        if spec.get("nprocPerNode") != str(max(1, gpus)):
+            fail(what, f"nprocPerNode {spec.get('nprocPerNode')}, expected {max(1, gpus)}")
+    else:
+        total = replicas["Master"]["replicas"] + replicas.get("Worker", {}).get("replicas", 0)
+        if "elasticPolicy" in spec or total != workers:
+            fail(what, f"plain jobs are a Master and {workers - 1} Workers, got {total} pods")
+    if spec["runPolicy"].get("backoffLimit") != 0:
+        fail(what, "runPolicy.backoffLimit must be 0: restarts are torchrun's")
+
+
+def validate_pytorchjobs(crd_path):
+    crd = yaml.safe_load(open(crd_path))
+    validator = jsonschema.Draft7Validator(strict(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]))
+    rendered = 0
+    for platform, mode, workers, gpus in itertools.product(render_pytorchjob.PLATFORMS, render_pytorchjob.MODES,
+                                                           (1, 2, 4, 8, 16, 32), (0, 1, 4, 8)):
+        if mode == "plain" and gpus > 1:
+            continue
+        accelerators = ("nvidia-l4", "nvidia-h100-80gb") if platform == "gke" and gpus else ("",)
+        for accelerator in accelerators:
+            argv = ["--platform", platform, "--mode", mode, "--workers", str(workers), "--gpus-per-worker", str(gpus),
+                    "--image", "registry.example.com/dtrain:1", "--epochs", "3"]
+            min_workers = max(1, workers // 2)
+            if mode == "elastic":
+                argv += ["--min-workers", str(min_workers), "--checkpoint-pvc", "dtrain-checkpoints"]
+            argv += ["--accelerator", accelerator] if accelerator else []
+            what = "pytorchjob " + " ".join(argv)
+            job = yaml.safe_load(render_pytorchjob.to_yaml(render_pytorchjob.render(render_pytorchjob.parse_args(argv))))
+            rendered += 1
+            for error in validator.iter_errors(job):
+                fail(what, f"schema: {'/'.join(map(str, error.absolute_path))}: {error.message}")
+            webhook_rules(what, job)
+            pytorchjob_contract(what, job, platform, mode, workers, min_workers, gpus, accelerator)
+            if platform == "openshift":
+                restricted_pss(what, job)
+
+    # The checks must catch mistakes: a misspelled policy field, a container the operator cannot find.
+    bad = render_pytorchjob.render(render_pytorchjob.parse_args(
+        ["--platform", "usernetes", "--workers", "2", "--gpus-per-worker", "0", "--image", "x", "--checkpoint-pvc", "c"]))
+    bad["spec"]["elasticPolicy"]["minreplicas"] = 1
+    if not list(validator.iter_errors(bad)):
+        fail("pytorchjob self-check", "strict schema accepted a misspelled elasticPolicy.minreplicas")
+    before = len(failures)
+    bad["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["name"] = "dtrain"
+    webhook_rules("pytorchjob self-check", bad)
+    if len(failures) == before:
+        fail("pytorchjob self-check", "the webhook rules accepted a job without a pytorch container")
+    else:
+        del failures[before:]
+
+    broken = [
+        (["--platform", "gke", "--workers", "4", "--accelerator", "nvidia-l4"], "elastic jobs need --checkpoint-pvc"),
+        (["--platform", "gke", "--workers", "4", "--min-workers", "5", "--accelerator", "nvidia-l4",
+          "--checkpoint-pvc", "c"], "--min-workers must be from 1 to --workers (4), got 5"),
+        (["--platform", "usernetes", "--mode", "plain", "--workers", "2", "--min-workers", "1", "--gpus-per-worker", "0"],
+         "--min-workers applies to elastic jobs only"),
+        (["--platform", "usernetes", "--mode", "plain", "--workers", "2", "--gpus-per-worker", "4"],
+         "plain jobs run one dtrain process per pod"),
+        (["--platform", "openshift", "--mode", "batch", "--workers", "2"], "unknown mode 'batch'; expected one of: elastic, plain"),
+    ]
+    for argv, message in broken:
+        out = subprocess.run([sys.executable, RENDER_PYTORCHJOB, *argv, "--image", "x"], capture_output=True, text=True)
+        if out.returncode != 2 or message not in out.stderr or out.stdout:
+            fail(" ".join(argv), f"expected exit 2 and '{message}', got {out.returncode}: {out.stderr.strip()}")
+    return rendered, len(broken)
+
+
 def main():
-    if len(sys.argv) != 2 or not os.path.isfile(sys.argv[1]):
-        print(f"validate_manifests: the MPIJob CRD schema was not found at "
-              f"'{sys.argv[1] if len(sys.argv) > 1 else ''}'; pass shared/schemas/mpijob-v2beta1-crd.yaml "
+    if len(sys.argv) != 3 or not all(os.path.isfile(p) for p in sys.argv[1:]):
+        print(f"validate_manifests: the CRD schemas were not found at {sys.argv[1:]}; pass "
+              f"shared/schemas/mpijob-v2beta1-crd.yaml and shared/schemas/pytorchjob-v1-crd.yaml "
               f"(CMake: -DDTRAIN_SCHEMAS_DIR=<dir>)")
         return 1
     crd = yaml.safe_load(open(sys.argv[1]))
@@ -254,12 +408,13 @@ def main():
         if out.returncode != 2 or message not in out.stderr or out.stdout:
             fail(" ".join(argv), f"expected exit 2 and '{message}', got {out.returncode}: {out.stderr.strip()}")
 
+    pytorchjobs, broken_pytorchjobs = validate_pytorchjobs(sys.argv[2])
     if failures:
         print("\n".join(failures[:40]))
-        print(f"validate_manifests: {len(failures)} failure(s) in {rendered} rendered manifests")
+        print(f"validate_manifests: {len(failures)} failure(s) in {rendered} MPIJobs and {pytorchjobs} PyTorchJobs")
         return 1
-    print(f"validate_manifests: {rendered} manifests valid (strict CRD schema, operator rules, dtrain contract, "
-          f"restricted PSS for OpenShift); {len(broken)} broken inputs rejected")
+    print(f"validate_manifests: {rendered} MPIJobs and {pytorchjobs} PyTorchJobs valid (strict CRD schema, operator "
+          f"rules, dtrain contract, restricted PSS for OpenShift); {len(broken) + broken_pytorchjobs} broken inputs rejected")
     return 0
 
 

@@ -13,6 +13,7 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <sstream>
 #include <thread>
 
 #include "runtime/bootstrap/heartbeat.h"
@@ -67,6 +68,31 @@ int ranks_per_host(const Session& session) {
     most = std::max(most, static_cast<int>(std::count(all.begin(), all.end(), host)));
   }
   return most;
+}
+
+// Throws ConfigError naming the first line in which this rank's dtrain and configuration (`mine`) differ
+// from rank 0's (`root`).
+void check_same_configuration(const std::string& mine, const std::string& root) {
+  if (mine == root) return;
+  std::istringstream here_lines(mine);
+  std::istringstream root_lines(root);
+  std::string here;
+  std::string there;
+  std::string section;  // the YAML section the lines are in ("train.")
+  while (true) {
+    const bool more_here = static_cast<bool>(std::getline(here_lines, here));
+    const bool more_there = static_cast<bool>(std::getline(root_lines, there));
+    if (!more_here) here = "(nothing)";
+    if (!more_there) there = "(nothing)";
+    if (here != there || !more_here || !more_there) break;
+    if (!here.empty() && here.front() != ' ' && here.back() == ':') section = here.substr(0, here.size() - 1) + ".";
+  }
+  auto key = [&section](const std::string& line) {
+    const size_t first = std::min(line.find_first_not_of(' '), line.size());
+    return (first > 0 ? section : std::string()) + line.substr(first);
+  };
+  throw ConfigError("this rank's dtrain or configuration differs from rank 0's: '" + key(here) + "' here, '" +
+                    key(there) + "' on rank 0. Start every rank with the same dtrain, flags and files");
 }
 
 // Each workload with what it trains, its data and the defaults it sets over the generic ones.
@@ -168,6 +194,19 @@ int Job::run(int argc, char** argv) {
       }
     }
     return kExitSuccess;
+  }
+  // Every rank must train the same thing with the same dtrain: a node with another image, or another YAML
+  // file at the same path, would otherwise train a different model into the same collectives.
+  const std::string mine = "dtrain " + std::string(DTRAIN_VERSION) + " (" + libtorch_description() + ")\n" + to_yaml(cmd.config);
+  failure = failure_of([&] {
+    const std::string root = session_.broadcast(mine, 0, WaitOptions{cmd.config.comm.timeout_s, &activity_, {}},
+                                                "rank 0's configuration");
+    check_same_configuration(mine, root);
+  });
+  failure = session_.first_error(failure, WaitOptions{cmd.config.comm.timeout_s, &activity_, {}});
+  if (failure.failed()) {
+    if (session_.is_root()) std::cerr << "dtrain: error: " << failure.text() << std::endl;
+    return failure.exit_code;
   }
   return train(cmd, *workload, backend, device, cuda_device);
 }

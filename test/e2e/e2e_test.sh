@@ -160,6 +160,19 @@ else
   fail "mpirun with torchrun's variables"; cat both.out
 fi
 
+# 4b'. Ranks started with different configurations (or dtrain builds) stop before training, naming the
+#      first difference, instead of training different models into the same collectives.
+timeout 300 "$mpiexec" $mpi_flags -np 1 "$dtrain" "${cpu[@]}" "${fast[@]}" --batch-size 32 --log-dir logs-mix : \
+  -np 1 "$dtrain" "${cpu[@]}" "${fast[@]}" --batch-size 64 --log-dir logs-mix >mix.out 2>&1
+rc=$?
+if [ "$rc" -eq 2 ] && [ "$(errors_in mix.out)" -eq 1 ] &&
+   grep -q "\[rank 1/2\] this rank's dtrain or configuration differs from rank 0's: 'train.batch_size: 64' here, 'train.batch_size: 32' on rank 0" mix.out &&
+   ! grep -q "Train Epoch" mix.out; then
+  pass "ranks with different configurations stop (exit 2) naming the first difference"
+else
+  fail "mixed configurations: exit $rc"; cat mix.out
+fi
+
 # 4c. --backend gloo (MPI bootstraps, Gloo carries the gradients) trains as --backend mpi does.
 if grep -q "gloo" <<<"$("$dtrain" --version)"; then
   if timeout 300 "$mpiexec" -np 2 $mpi_flags "$dtrain" --device cpu --backend gloo "${fast[@]}" --epochs 1 --log-dir logs-gloo \

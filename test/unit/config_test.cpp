@@ -216,6 +216,15 @@ TEST_CASE("cross-field rules name both keys and their sources", "[config]") {
              Contains("train.lr_min (from --lr-min) must not exceed train.lr (from --lr)"));
   CHECK_THAT(error_of([&] { validate({"--nesterov", "--momentum", "0"}); }),
              Contains("train.nesterov (from --nesterov) needs a momentum, but train.momentum (from --momentum) is 0"));
+  CHECK_THAT(error_of([&] { validate({"--checkpoint-every-steps", "50", "--checkpoint=false"}); }),
+             Contains("checkpoint.every_steps (from --checkpoint-every-steps) asks for checkpoints inside epochs, but "
+                      "checkpoint.enabled (from --checkpoint) is false"));
+  CHECK_THAT(error_of([&] { validate({"--checkpoint-every-s", "600", "--checkpoint=false"}); }),
+             Contains("checkpoint.every_s (from --checkpoint-every-s) asks for checkpoints inside epochs"));
+  CHECK_THAT(error_of([&] { validate({"--global-batch-size", "256", "--elastic-batch", "per-rank"}); }),
+             Contains("train.global_batch_size (from --global-batch-size) holds the global batch, but "
+                      "train.elastic_batch (from --elastic-batch) is 'per-rank'"));
+  CHECK(error_of([&] { validate({"--global-batch-size", "256", "--elastic-batch", "global"}); }) == "no error");
   CHECK(error_of([&] { validate({"--synthetic"}); }) == "no error");
 }
 

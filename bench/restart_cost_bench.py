@@ -14,7 +14,7 @@ size 1. Phases, measured from outside (process table polled every 5 ms) and from
   first      -> the first progress line after the resume (--log-interval steps trained)
 
 Usage: bench/restart_cost_bench.py [--dtrain build/dtrain] [--scenario worker|agent|both] [--reps 3]
-       [--every-steps 20] [--last-call 3]
+       [--every-steps 20] [--last-call 3] [--kill-after-s 0.5]
 """
 import argparse
 import glob
@@ -66,6 +66,11 @@ def free_port():
         return s.getsockname()[1]
 
 
+def parent_of(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
 def alive(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -100,6 +105,7 @@ def run_once(args, scenario, work):
         target = f"step-{args.every_steps * 2:08d}.pt"
         wait_until(lambda: os.path.exists(os.path.join(ck_dir, f"checkpoint-epoch-000001-{target}")), 300,
                    "a checkpoint inside the epoch")
+        time.sleep(args.kill_after_s)  # some steps past the checkpoint: they are lost and trained again
         before = workers(args.dtrain, log_dir)
         if len(before) != 2:
             sys.exit(f"restart_cost_bench: expected 2 workers, found {before}")
@@ -108,18 +114,20 @@ def run_once(args, scenario, work):
             t_kill = time.time()
             os.kill(victim, signal.SIGKILL)
         else:
-            # The second agent's worker is the newer process; its agent is its parent.
-            victim_worker, survivor = before[1], before[0]
-            with open(f"/proc/{victim_worker}/stat") as f:
-                agent = int(f.read().rsplit(")", 1)[1].split()[1])
+            # The second agent (not the first, which hosts the rendezvous) and its worker.
+            agent = agents[1].pid
+            victims = [pid for pid in before if parent_of(pid) == agent]
+            if len(victims) != 1:
+                sys.exit(f"restart_cost_bench: the second agent ({agent}) has workers {victims} of {before}")
+            survivor = next(pid for pid in before if pid != victims[0])
             t_kill = time.time()
             os.kill(agent, signal.SIGKILL)
         wait_until(lambda: not alive(survivor), 300, "the surviving worker to stop")
         t_detect = time.time()
         wait_until(lambda: [p for p in workers(args.dtrain, log_dir) if p not in before], 300, "a restarted worker")
         t_spawn = time.time()
-        # Rank 0 rewrites the progress mark at its first progress line after the resume (then at most every
-        # second): the first mark newer than the restart is when training was under way again.
+        # Rank 0 rewrites the progress mark at every progress line: the first mark newer than the restart is
+        # when training was under way again (polled every 5 ms: at worst one line late).
         t_first = wait_until(lambda: newer_mark(ck_dir, t_spawn), 300, "the first progress line after the restart")
         for agent in agents:
             if agent.poll() is None and (scenario == "worker" or agent is agents[0]):
@@ -163,13 +171,15 @@ def main():
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--every-steps", type=int, default=20)
     parser.add_argument("--last-call", type=int, default=3)
+    parser.add_argument("--kill-after-s", type=float, default=0.5,
+                        help="seconds between the checkpoint at step 2 x --every-steps and the kill")
     args = parser.parse_args()
     args.dtrain = os.path.realpath(args.dtrain)
     if not os.path.exists(TORCHRUN):
         sys.exit(f"restart_cost_bench: needs {TORCHRUN} (Debian: python3-torch)")
     scenarios = ["worker", "agent"] if args.scenario == "both" else [args.scenario]
     print(f"machine: {platform.node()}, {os.cpu_count()} cores; mnist synthetic, checkpoint every "
-          f"{args.every_steps} steps, kill after the checkpoint at step {2 * args.every_steps}")
+          f"{args.every_steps} steps, kill {args.kill_after_s} s after the checkpoint at step {2 * args.every_steps}")
     phases = ["detection", "restart", "start-up", "load", "first", "total"]
     with tempfile.TemporaryDirectory(prefix="dtrain-restart-bench-") as work:
         for scenario in scenarios:
@@ -178,7 +188,8 @@ def main():
             for phase in phases:
                 values = [r[phase] for r in results]
                 print(f"  {phase:10s} {statistics.median(values):7.2f}  ({min(values):.2f}-{max(values):.2f})")
-            print(f"  steps redone: {[r['steps_redone'] for r in results]}")
+            print(f"  steps redone (optimizer steps past the checkpoint, from rank 0's progress mark): "
+                  f"{[r['steps_redone'] for r in results]}")
 
 
 if __name__ == "__main__":

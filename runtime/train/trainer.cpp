@@ -36,9 +36,6 @@ constexpr int64_t kNonFiniteCheckSteps = 100;
 // steps: the checkpoint comes at most this many steps late, and the steps between pay nothing.
 constexpr int64_t kCheckpointClockSteps = 10;
 
-// Progress marks (see ProgressMark) are written at most this often.
-constexpr double kProgressMarkPeriodS = 1.0;
-
 double unix_now_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -202,13 +199,10 @@ void Trainer::plan_batch() {
   batch_note_ = "elastic batch: " + plan.text() + " (" + from + "; train.elastic_batch global)";
 }
 
-void Trainer::mark_progress(int64_t epoch, int64_t epoch_samples, bool now_or_never) {
+void Trainer::mark_progress(int64_t epoch, int64_t epoch_samples) {
   // Only where checkpoints inside epochs show that restarts are expected.
   const CheckpointOptions& ck = config_.checkpoint;
   if (!comm_.is_root() || !ck.enabled || (ck.every_steps == 0 && ck.every_s <= 0)) return;
-  const double now = clock_.elapsed_s();
-  if (!now_or_never && now - last_mark_s_ < kProgressMarkPeriodS) return;
-  last_mark_s_ = now;
   Checkpointer(config_.checkpoint, comm_).write_progress(ProgressMark{epoch, epoch_samples, unix_now_s()});
 }
 
@@ -249,7 +243,7 @@ void Trainer::save_mid_epoch(int64_t epoch, int64_t steps_done, const MetricSums
   record.epoch_samples = meta.epoch_samples;
   record.save_s = watch.elapsed_s();
   logger_.checkpoint_written(record);
-  mark_progress(epoch, meta.epoch_samples, true);
+  mark_progress(epoch, meta.epoch_samples);
   steps_since_checkpoint_ = 0;
   last_checkpoint_s_ = clock_.elapsed_s();
   set_phase(Phase::kTraining, epoch, steps_done);

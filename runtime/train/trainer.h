@@ -84,8 +84,8 @@ class Trainer final {
   // steps), with the epoch's training metrics so far.
   void save_mid_epoch(int64_t epoch, int64_t steps_done, const MetricSums& epoch_sums, int64_t samples_seen);
   // Rank 0, at progress lines and checkpoints, when checkpoints inside epochs are on: where training is,
-  // for the cost report of a later resume (at most every second, unless `now_or_never`).
-  void mark_progress(int64_t epoch, int64_t epoch_samples, bool now_or_never = false);
+  // for the cost report of a later resume.
+  void mark_progress(int64_t epoch, int64_t epoch_samples);
   MetricSums evaluate();
   int64_t eval_samples() const;  // test samples evaluated after each epoch (train.eval_samples)
   // Image batches in NHWC order with train.channels_last; other inputs as they are.
@@ -131,7 +131,6 @@ class Trainer final {
   std::string batch_note_;  // how the global batch is split, when train.elastic_batch holds it
   int64_t steps_since_checkpoint_ = 0;  // optimizer steps
   double last_checkpoint_s_ = 0.0;  // on total_ (rank 0's clock decides every_s)
-  double last_mark_s_ = -1e9;       // when mark_progress last wrote
   Stopwatch clock_;                 // since construction
   // FLOPs of this rank's first training steps and their samples (see kFlopCountSteps).
   int64_t flop_count_steps_ = 0;

@@ -62,7 +62,8 @@ std::string read_file(const std::string& path) {
   return bytes;
 }
 
-void write_file_atomically(const std::string& path, const std::string& bytes) {
+void write_file_atomically(const std::string& path, const std::string& bytes, Durability durability) {
+  const bool sync = durability == Durability::kSynced;
   const std::string temp = path + ".tmp";
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw_io("create", temp, errno);
@@ -70,7 +71,7 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
     write_all(fd, bytes, temp);
     // The data must be on disk before the rename makes it the file of record; on filesystems with
     // delayed allocation a full disk shows up only here.
-    if (::fsync(fd) != 0) throw_io("write", temp, errno);
+    if (sync && ::fsync(fd) != 0) throw_io("write", temp, errno);
   } catch (...) {
     ::close(fd);
     ::unlink(temp.c_str());
@@ -86,7 +87,7 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
     ::unlink(temp.c_str());
     throw IoError("cannot rename '" + temp + "' to '" + path + "': " + errno_text(code));
   }
-  sync_directory(fs::path(path).parent_path().empty() ? "." : fs::path(path).parent_path().string());
+  if (sync) sync_directory(fs::path(path).parent_path().empty() ? "." : fs::path(path).parent_path().string());
 }
 
 AppendFile::AppendFile(std::string path) : path_(std::move(path)) {

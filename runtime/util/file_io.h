@@ -13,10 +13,17 @@ std::string errno_text(int code);
 // The whole content of `path`. Throws IoError naming the path and the reason.
 std::string read_file(const std::string& path);
 
-// Writes `bytes` to `path` through `<path>.tmp`: write, fsync, rename, fsync of the directory. A crash
-// leaves the old file or the new one, never a mix; on failure the temporary file is removed and
-// IoError says what failed ("cannot write '<path>.tmp': No space left on device").
-void write_file_atomically(const std::string& path, const std::string& bytes);
+// kSynced: on disk when the call returns (fsync of the file and its directory), for what a run must not
+// lose; kReplaced: only atomically replaced, for small notes rewritten often, which a power loss may take
+// back to an older version.
+enum class Durability { kSynced, kReplaced };
+
+// Writes `bytes` to `path` through `<path>.tmp`: write, fsync, rename, fsync of the directory (the
+// fsyncs only when kSynced). A crash leaves the old file or the new one, never a mix; on failure the
+// temporary file is removed and IoError says what failed ("cannot write '<path>.tmp': No space left on
+// device").
+void write_file_atomically(const std::string& path, const std::string& bytes,
+                           Durability durability = Durability::kSynced);
 
 // An append-only file written with write(2). No user-space buffer: each append() reaches the kernel
 // whole or throws, so a killed process loses nothing already appended and a full disk is noticed at

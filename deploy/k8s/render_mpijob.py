@@ -44,23 +44,29 @@ class UsageError(Exception):
     pass
 
 
-def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_common_arguments(p, workers_help, batch_help, name_help):
+    """The arguments every job renderer takes: platform, pods and GPUs, workload, image, resources."""
     p.add_argument("--platform", required=True, help="|".join(PLATFORMS))
-    p.add_argument("--workers", type=int, required=True, help="worker pods (nodes), e.g. 2, 4, 8, 16, 32")
+    p.add_argument("--workers", type=int, required=True, help=workers_help)
     p.add_argument("--gpus-per-worker", type=int, default=1,
                    help="GPUs (and ranks) per worker; 0 trains on CPUs with one rank per worker")
     p.add_argument("--accelerator", default="", help="GKE GPU type: " + ", ".join(GKE_ACCELERATORS))
     p.add_argument("--workload", default="mnist")
     p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--batch-size", type=int, default=64, help="per rank")
+    p.add_argument("--batch-size", type=int, default=64, help=batch_help)
     p.add_argument("--image", required=True, help="the dtrain image (deploy/docker), e.g. ghcr.io/org/dtrain:cuda")
-    p.add_argument("--name", default="", help="MPIJob name (default dtrain-<workload>-<platform>-<workers>)")
+    p.add_argument("--name", default="", help=name_help)
     p.add_argument("--namespace", default="")
     p.add_argument("--dtrain-args", default="", help="more dtrain flags, e.g. '--precision bf16 --synthetic'")
     p.add_argument("--cpu", default="", help="CPU request per worker, e.g. 8 (default: none)")
     p.add_argument("--memory", default="", help="memory request per worker, e.g. 32Gi (default: none)")
     p.add_argument("--shm", default="8Gi", help="size limit of /dev/shm (NCCL fails with the 64 MB default)")
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common_arguments(p, "worker pods (nodes), e.g. 2, 4, 8, 16, 32", "per rank",
+                         "MPIJob name (default dtrain-<workload>-<platform>-<workers>)")
     p.add_argument("--clean-pod-policy", default="Running", choices=["Running", "None", "All"],
                    help="pods the operator deletes when the job ends; None keeps worker 0 and its run log for "
                         "`kubectl cp` (run_study.sh), until the job is deleted")

@@ -22,7 +22,7 @@ import argparse
 import shlex
 import sys
 
-from render_mpijob import (GKE_ACCELERATORS, HOME, NAME_RE, PLATFORMS, UsageError, check_common, check_name,
+from render_mpijob import (HOME, NAME_RE, PLATFORMS, UsageError, add_common_arguments, check_common, check_name,
                            network_env, place_on_gpus, resources, run, security, to_yaml)
 
 MODES = ("elastic", "plain")
@@ -36,31 +36,18 @@ TORCHRUN_LOG_FLAGS = ["--log_dir", f"{HOME}/torchrun-logs", "--redirects", "1", 
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--platform", required=True, help="|".join(PLATFORMS))
+    add_common_arguments(p, "pods (nodes); elastic: the most the job grows to (maxReplicas)",
+                         "per rank; elastic: the most a rank takes per pass",
+                         "PyTorchJob name (default dtrain-<workload>-<platform>-<mode>-<workers>)")
     p.add_argument("--mode", default="elastic", help="|".join(MODES))
-    p.add_argument("--workers", type=int, required=True,
-                   help="pods (nodes); elastic: the most the job grows to (maxReplicas)")
     p.add_argument("--min-workers", type=int, default=0,
                    help="elastic: the fewest pods the job trains on (minReplicas; default: --workers)")
     p.add_argument("--max-restarts", type=int, default=3, help="elastic: restarts of the worker group after failures")
-    p.add_argument("--gpus-per-worker", type=int, default=1,
-                   help="GPUs (and ranks) per pod; 0 trains on CPUs with one rank per pod")
-    p.add_argument("--accelerator", default="", help="GKE GPU type: " + ", ".join(GKE_ACCELERATORS))
-    p.add_argument("--workload", default="mnist")
-    p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--batch-size", type=int, default=64, help="per rank; elastic: the most a rank takes per pass")
     p.add_argument("--checkpoint-every-steps", type=int, default=100,
                    help="elastic: checkpoint every this many optimizer steps, so a restart loses at most that")
     p.add_argument("--checkpoint-pvc", default="",
                    help="a ReadWriteMany PersistentVolumeClaim mounted at ~/dtrain-checkpoints on every pod "
                         "(required for elastic jobs)")
-    p.add_argument("--image", required=True, help="the dtrain image (deploy/docker)")
-    p.add_argument("--name", default="", help="PyTorchJob name (default dtrain-<workload>-<platform>-<mode>-<workers>)")
-    p.add_argument("--namespace", default="")
-    p.add_argument("--dtrain-args", default="", help="more dtrain flags, e.g. '--precision bf16 --synthetic'")
-    p.add_argument("--cpu", default="", help="CPU request per pod, e.g. 8 (default: none)")
-    p.add_argument("--memory", default="", help="memory request per pod, e.g. 32Gi (default: none)")
-    p.add_argument("--shm", default="8Gi", help="size limit of /dev/shm (NCCL fails with the 64 MB default)")
     return p.parse_args(argv)
 
 

@@ -3,6 +3,8 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <netdb.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -56,6 +58,22 @@ Failure decode(const std::string& bytes) {
   return failure;
 }
 
+// "" when `host` resolves to an address here, else why not: a name that does not resolve is the usual
+// reason a store cannot be reached in containers (torchrun passes rank 0's host name).
+std::string resolution_problem(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int code = getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (code == 0) {
+    freeaddrinfo(found);
+    return "";
+  }
+  return "MASTER_ADDR '" + host + "' does not resolve to an address here (" + gai_strerror(code) +
+         "); it must resolve on every node (DNS, or /etc/hosts in containers)";
+}
+
 std::string rank_list(const std::vector<int>& ranks) {
   std::string text;
   for (size_t i = 0; i < ranks.size() && i < 16; ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
@@ -94,10 +112,12 @@ StoreSession::StoreSession(const TorchEnv& env, double timeout_s) : env_(env) {
       store_ = c10::make_intrusive<c10d::PrefixStore>("dtrain/attempt_" + std::to_string(env.restart_count), tcp);
       store_->set("host/" + std::to_string(rank_), to_bytes(host));
     } catch (const std::exception& e) {
+      const std::string unresolved = resolution_problem(env.master_addr);
       throw CommError(origin(), std::string("cannot ") + (options.isServer ? "start" : "reach") + " the c10d store at " +
                                     address() + " (MASTER_ADDR, MASTER_PORT" +
-                                    (options.isServer ? "; rank 0 hosts it" : env.agent_store ? "; torchrun's agent hosts it" : "; rank 0 hosts it") +
-                                    ") within " + std::to_string(static_cast<int64_t>(timeout_s)) + " s: " + first_line(e) +
+                                    (env.agent_store ? "; torchrun's agent hosts it" : "; rank 0 hosts it") + ") within " +
+                                    std::to_string(static_cast<int64_t>(timeout_s)) + " s: " +
+                                    (unresolved.empty() ? first_line(e) : unresolved) +
                                     " (the launcher's variables: " + env.summary + ")");
     }
     std::vector<std::string> keys;

@@ -106,9 +106,12 @@ else
   echo "PASS: the launcher waits for worker hosts and gives up with an error"
 fi
 # What the PyTorchJobs run (deploy/k8s/render_pytorchjob.py): torchrun's agent with dtrain workers. The CUDA
-# image has no gloo backend for CPU training, so there it only has to start.
+# image has no gloo backend for CPU training, so there it only has to start. torchrun tells the workers to
+# meet at the host's name, which must resolve, as a pod's does: buildah's container ID does not, so the
+# container is named localhost.
 if [ "$kind" = cpu ]; then
-  if out=$(run 1000 bash -c 'time torchrun --standalone --nproc_per_node 2 --log_dir $HOME/torchrun-logs --redirects 1 \
+  if out=$(buildah run --isolation chroot --hostname localhost --user 1000 "$container" -- /usr/local/bin/dtrain-entrypoint \
+             bash -c 'time torchrun --standalone --nproc_per_node 2 --log_dir $HOME/torchrun-logs --redirects 1 \
              --tee 1 --no_python dtrain --workload mnist --synthetic --max-steps 3 --eval-samples 1000 \
              --checkpoint-dir $HOME/ck-torchrun --log-dir $HOME/logs-torchrun --progress-bar=false' 2>&1) &&
      grep -q "world size 2 .*backend gloo" <<<"$out" && grep -q "{metricName: accuracy" <<<"$out" &&

@@ -121,6 +121,18 @@ TEST_CASE("a rank that never joins fails the others with the address and the mis
   }
 }
 
+TEST_CASE("a MASTER_ADDR that does not resolve is named as the reason", "[bootstrap]") {
+  TorchEnv env = env_of(1, 2, free_port());
+  env.master_addr = "no-such-host.invalid";
+  try {
+    StoreSession session(env, 1.0);
+    FAIL("joined a store at a host that does not exist");
+  } catch (const CommError& e) {
+    CHECK_THAT(std::string(e.what()), Contains("cannot reach the c10d store at no-such-host.invalid:") &&
+                                          Contains("MASTER_ADDR 'no-such-host.invalid' does not resolve to an address here"));
+  }
+}
+
 TEST_CASE("an unreachable store fails with its address and the launcher's variables", "[bootstrap]") {
   const int port = free_port();
   try {

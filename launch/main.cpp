@@ -28,6 +28,7 @@
 #include "runtime/reduce/bucketed_reducer.h"
 #include "runtime/train/trainer.h"
 #include "runtime/util/activity.h"
+#include "runtime/util/cpu_budget.h"
 #include "runtime/util/error.h"
 #include "runtime/util/strings.h"
 #include "workloads/registry.h"
@@ -55,10 +56,10 @@ Failure failure_of(const std::function<void()>& body) {
   return Failure{};
 }
 
-int threads_per_rank(const TrainConfig& config, const Session& session) {
-  if (config.train.threads > 0) return static_cast<int>(config.train.threads);
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / session.local_world_size());
+// train.threads, else what the launcher and the CPUs this process may use allow (cpu_budget.h).
+ThreadChoice threads_per_rank(const TrainConfig& config, const Session& session) {
+  if (config.train.threads > 0) return ThreadChoice{static_cast<int>(config.train.threads), "--threads"};
+  return choose_threads(process_environment(), read_cpu_facts(), session.local_world_size());
 }
 
 int ranks_per_host(const Session& session) {
@@ -214,8 +215,8 @@ int Job::run(int argc, char** argv) {
 int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind backend, DeviceKind device,
                int cuda_device) {
   const TrainConfig& config = cmd.config;
-  const int threads = threads_per_rank(config, session_);
-  at::set_num_threads(threads);
+  const ThreadChoice threads = threads_per_rank(config, session_);
+  at::set_num_threads(threads.threads);
   at::set_num_interop_threads(1);
   start_heartbeat(config.comm.timeout_s);
 
@@ -261,7 +262,8 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
   info.ranks_per_host = ranks_per_host(session_);
   info.backend = comm->backend_name();
   info.device = compute_device.str();
-  info.threads_per_rank = threads;
+  info.threads_per_rank = threads.threads;
+  info.threads_source = threads.source;
   info.torch_version = TORCH_VERSION;
   info.bootstrap = to_string(session_.kind());
   info.launcher = session_.description();

@@ -121,7 +121,8 @@ std::string libtorch_description() {
 
 std::vector<std::string> available_backends() {
   std::vector<std::string> backends{"mpi"};
-  if (kNcclBuilt) backends.push_back("nccl");
+  // NCCL carries CUDA tensors only: with a CPU-only LibTorch it is compiled in but cannot be used.
+  if (kNcclBuilt && kCudaTorch) backends.push_back("nccl");
   if (kGlooBuilt) backends.push_back("gloo");
   return backends;
 }
@@ -152,7 +153,7 @@ BackendKind resolve_backend(BackendKind requested, DeviceKind device, BootstrapK
   const bool under_mpi = bootstrap != BootstrapKind::kEnv;
   switch (requested) {
     case BackendKind::kAuto:
-      if (device == DeviceKind::kCuda && kNcclBuilt) return BackendKind::kNccl;
+      if (device == DeviceKind::kCuda && kNcclBuilt && kCudaTorch) return BackendKind::kNccl;
       if (under_mpi) return BackendKind::kMpi;
       if (kGlooBuilt) return BackendKind::kGloo;
       throw ConfigError("under torchrun's environment (comm.bootstrap 'env') CPU training needs the gloo backend, "
@@ -166,6 +167,11 @@ BackendKind resolve_backend(BackendKind requested, DeviceKind device, BootstrapK
       }
       return BackendKind::kMpi;
     case BackendKind::kNccl:
+      if (!kCudaTorch) {
+        throw ConfigError(std::string("comm.backend 'nccl' needs a CUDA LibTorch, but this dtrain was built with a "
+                                      "CPU-only LibTorch (") + TORCH_VERSION + "); available backends: " +
+                          join(available_backends()) + ". Build against a CUDA LibTorch (see docs/gpu.md)");
+      }
       if (!kNcclBuilt) {
         throw ConfigError("comm.backend 'nccl' is not built into this dtrain; available backends: " +
                           join(available_backends()) + ". Build with the CUDA toolkit and NCCL (see docs/gpu.md)");

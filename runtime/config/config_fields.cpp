@@ -370,7 +370,8 @@ std::vector<ConfigField> build_fields() {
                         "with elastic-batch global: samples per optimizer step over all ranks (0 = batch-size x "
                         "accumulate x ranks at the first start; a resumed run keeps its checkpoint's)",
                         [](TrainConfig& c) -> int64_t& { return c.train.global_batch_size; }, 0, kMaxCount));
-  f.push_back(int_field("train.threads", "threads", "intra-op threads per rank (0 = cores per node / ranks per node)",
+  f.push_back(int_field("train.threads", "threads", "intra-op threads per rank (0 = OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else the cores this "
+                        "rank may use (affinity, cgroup quota) / ranks sharing them)",
                         [](TrainConfig& c) -> int64_t& { return c.train.threads; }, 0, 1024));
   f.push_back(enum_field<Precision>("train.precision", "precision",
                                     "compute precision: autocast to bf16/fp16 (fp16 with dynamic loss scaling; CUDA only)",

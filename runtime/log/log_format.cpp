@@ -113,6 +113,16 @@ std::string final_metrics_text(const MetricValues& metrics) {
   return text;
 }
 
+std::string run_summary_line(const RunSummary& summary) {
+  int64_t peak = 0;
+  for (int64_t bytes : summary.peak_rss_bytes) peak = std::max(peak, bytes);
+  const std::string final_metrics = final_metrics_text(summary.final_test);
+  return printf_string("done: %lld %s in %.1f s", static_cast<long long>(summary.epochs_run),
+                       summary.epochs_run == 1 ? "epoch" : "epochs", summary.total_s) +
+         (final_metrics.empty() ? "" : " | final " + final_metrics) +
+         printf_string(" | peak memory per rank %lld MiB", static_cast<long long>(peak >> 20));
+}
+
 std::string progress_bar(int64_t done, int64_t total, int width) {
   const double fraction = total > 0 ? std::min(1.0, static_cast<double>(done) / static_cast<double>(total)) : 0.0;
   const int filled = static_cast<int>(fraction * width);

@@ -40,6 +40,10 @@ std::string finished_run_line(const EpochStats& stats);
 // "test_acc 98.61% | test_loss 0.0456"
 std::string final_metrics_text(const MetricValues& metrics);
 
+// The run's last console line, its figures formatted as the epoch lines format them:
+// "done: 3 epochs in 69.0 s | final test_acc 98.61% | test_loss 0.0456 | peak memory per rank 844 MiB"
+std::string run_summary_line(const RunSummary& summary);
+
 // "[=========>          ] 45% 210/469 steps"
 std::string progress_bar(int64_t done, int64_t total, int width);
 

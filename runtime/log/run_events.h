@@ -19,6 +19,7 @@ struct RunInfo {
   std::string backend;
   std::string device;
   int threads_per_rank = 1;
+  std::string threads_source;  // what decided it: "--threads", "OMP_NUM_THREADS=4", "2 cores / 2 ranks on the node"
   std::string torch_version;
   std::string bootstrap;  // "mpi" or "env": how the ranks met
   std::string launcher;   // "Open MPI v4.1.4", "torchrun, store at node-0:29500, restart 1 of at most 3"

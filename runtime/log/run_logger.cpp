@@ -104,7 +104,7 @@ void RunLogger::run_start(const RunInfo& info) {
   out_ << "dtrain " << info.dtrain_version << " | workload " << info.workload << " | world size "
       << info.world_size << " on " << info.hosts.size() << (info.hosts.size() == 1 ? " host" : " hosts") << " ("
       << hosts << ") | backend " << info.backend << " | device " << info.device << " | threads per rank "
-      << info.threads_per_rank << "\n"
+      << info.threads_per_rank << (info.threads_source.empty() ? "" : " (" + info.threads_source + ")") << "\n"
       << "libtorch " << info.torch_version << " | " << info.launcher << "\n"
       << "data: " << info.data_description << " | " << info.train_samples << " train, " << info.test_samples
       << " test samples | " << info.parameters << " parameters\n"
@@ -131,6 +131,7 @@ void RunLogger::run_start(const RunInfo& info) {
                   .add("backend", info.backend)
                   .add("device", info.device)
                   .add("threads_per_rank", info.threads_per_rank)
+                  .add("threads_source", info.threads_source)
                   .add("torch_version", info.torch_version)
                   .add("bootstrap", info.bootstrap)
                   .add("launcher", info.launcher)
@@ -200,12 +201,7 @@ void RunLogger::run_end(const RunSummary& summary) {
   if (!is_root_) return;
   std::lock_guard<std::mutex> lock(mutex_);
   clear_bar();
-  int64_t peak = 0;
-  for (int64_t bytes : summary.peak_rss_bytes) peak = std::max(peak, bytes);
-  const std::string final_metrics = final_metrics_text(summary.final_test);
-  out_ << "done: " << summary.epochs_run << " epochs in " << summary.total_s << " s"
-       << (final_metrics.empty() ? "" : " | final " + final_metrics) << " | peak memory per rank " << (peak >> 20)
-       << " MiB" << "\n";
+  out_ << run_summary_line(summary) << "\n";
   flush_console();
   JsonObject record = event("run_end");
   record.add("epochs_run", summary.epochs_run).add("total_s", summary.total_s);

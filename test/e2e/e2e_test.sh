@@ -70,6 +70,40 @@ else
   fail "pytorch-format run"; cat out2.txt
 fi
 
+# 2b. Threads per rank (--threads 0) from each source, named in the summary line: OMP_NUM_THREADS, the
+#     affinity mask (taskset), and a cgroup CPU quota where this machine lets the test make a cgroup.
+threads_line() { "$@" "$dtrain" "${cpu[@]}" "${fast[@]}" --epochs 1 --max-steps 1 --checkpoint=false --log-dir logs-threads 2>&1 | head -n 1; }
+if threads_line env OMP_NUM_THREADS=1 | grep -q "threads per rank 1 (OMP_NUM_THREADS=1)" &&
+   threads_line env -u OMP_NUM_THREADS SLURM_CPUS_PER_TASK=3 | grep -q "threads per rank 3 (SLURM_CPUS_PER_TASK=3)" &&
+   threads_line env -u OMP_NUM_THREADS -u SLURM_CPUS_PER_TASK taskset -c 0 | grep -q "threads per rank 1 (affinity mask of 1 core)"; then
+  pass "threads per rank follow OMP_NUM_THREADS, SLURM_CPUS_PER_TASK and the affinity mask"
+else
+  fail "threads per rank: $(threads_line env OMP_NUM_THREADS=1) / $(threads_line taskset -c 0)"
+fi
+cgroup=""
+if [ -w /sys/fs/cgroup/cpu ] && mkdir "/sys/fs/cgroup/cpu/dtrain-e2e-$$" 2>/dev/null; then
+  cgroup=/sys/fs/cgroup/cpu/dtrain-e2e-$$
+  echo 100000 >"$cgroup/cpu.cfs_quota_us" 2>/dev/null || cgroup_error="cannot set cpu.cfs_quota_us"
+elif [ -w /sys/fs/cgroup ] && grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null &&
+     mkdir "/sys/fs/cgroup/dtrain-e2e-$$" 2>/dev/null; then
+  cgroup=/sys/fs/cgroup/dtrain-e2e-$$
+  echo "100000 100000" >"$cgroup/cpu.max" 2>/dev/null || cgroup_error="cannot set cpu.max"
+fi
+if [ -z "$cgroup" ]; then
+  echo "SKIP: cgroup CPU quota: this machine does not let the test make a cgroup with a cpu controller"
+elif [ -n "${cgroup_error:-}" ]; then
+  echo "SKIP: cgroup CPU quota: $cgroup_error in $cgroup"
+else
+  line=$(env -u OMP_NUM_THREADS -u SLURM_CPUS_PER_TASK sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' _ "$cgroup" \
+           "$dtrain" "${cpu[@]}" "${fast[@]}" --epochs 1 --max-steps 1 --checkpoint=false --log-dir logs-threads 2>&1 | head -n 1)
+  if grep -q "threads per rank 1 (cgroup CPU quota of 1 core)" <<<"$line"; then
+    pass "threads per rank follow a cgroup CPU quota"
+  else
+    fail "cgroup CPU quota: $line"
+  fi
+fi
+if [ -n "$cgroup" ]; then sleep 1; rmdir "$cgroup" 2>/dev/null; fi
+
 # 3. Resume the 2-rank run's checkpoints on one rank: continues at epoch 3.
 if run_np 1 "${fast[@]}" --epochs 3 --resume --log-dir logs3 --checkpoint-dir ck1 >out3.txt 2>&1 &&
    grep -q "resumed at epoch 3 from ck1/checkpoint-epoch-000002.pt (world size 2 then, 1 now)" out3.txt &&
@@ -128,6 +162,9 @@ grep -q '"event":"error".*is corrupt or not a dtrain checkpoint' logs-corrupt/*/
 version=$("$dtrain" --version)
 if grep -q "backends: mpi, nccl" <<<"$version"; then
   expect_error 2 "comm.backend 'nccl' needs comm.device 'cuda', but the device is 'cpu'" --backend nccl
+elif grep -q "CPU only" <<<"$version"; then
+  # NCCL may be compiled in, but with a CPU-only LibTorch it is not offered.
+  expect_error 2 "comm.backend 'nccl' needs a CUDA LibTorch, but this dtrain was built with a CPU-only LibTorch" --backend nccl
 else
   expect_error 2 "comm.backend 'nccl' is not built into this dtrain; available backends: mpi" --backend nccl
 fi

@@ -57,11 +57,25 @@ TEST_CASE("pytorch and summary lines have a fixed field order", "[log]") {
         "epoch 3/10 | train_loss 0.1234 | test_acc 81.01% | test_loss 0.5212 | 12.3 s | 48213 samples/s");
 }
 
+TEST_CASE("the run's last line formats its figures as the epoch lines do", "[log]") {
+  RunSummary summary;
+  summary.epochs_run = 3;
+  summary.total_s = 69.0221;
+  summary.final_test = MetricValues({{"accuracy", 1.0, 500, 500}, {"loss", 0.0015, 0.75, 500}});
+  summary.peak_rss_bytes = {700LL << 20, 844LL << 20};
+  CHECK(run_summary_line(summary) ==
+        "done: 3 epochs in 69.0 s | final test_acc 100.00% | test_loss 0.0015 | peak memory per rank 844 MiB");
+  summary.epochs_run = 1;
+  summary.final_test = MetricValues();
+  CHECK(run_summary_line(summary) == "done: 1 epoch in 69.0 s | peak memory per rank 844 MiB");
+}
+
 TEST_CASE("no console line contains the substring 'real'", "[log]") {
   const EpochStats s = sample_stats();
   ProgressInfo p{1, 1280, 60000, MetricValues({{"loss", 0.5, 640, 1280}})};
   for (const std::string& line : {katib_metrics_line(s, 0), katib_progress_line(p), pytorch_progress_line(p),
-                                  pytorch_test_line(s), epoch_summary_line(s), progress_bar(5, 10, 20)}) {
+                                  pytorch_test_line(s), epoch_summary_line(s), progress_bar(5, 10, 20),
+                                  run_summary_line(RunSummary{2, 12.5, s.test, {1 << 30}})}) {
     CHECK(line.find("real") == std::string::npos);
   }
 }

@@ -1,0 +1,132 @@
+#include "runtime/util/cpu_budget.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace dtrain {
+namespace {
+
+std::optional<int> positive_int(const std::optional<std::string>& text) {
+  if (!text) return std::nullopt;
+  int value = 0;
+  const char* end = text->data() + text->size();
+  auto [ptr, ec] = std::from_chars(text->data(), end, value);
+  if (ec != std::errc() || ptr != end || value <= 0) return std::nullopt;
+  return value;
+}
+
+std::string read_first_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+std::string cores_text(double cores) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", cores);
+  return text;
+}
+
+}  // namespace
+
+double cgroup_cpu_quota(const std::string& cgroup_root, const std::string& proc_self_cgroup) {
+  std::istringstream lines(proc_self_cgroup);
+  std::string line;
+  std::string v2_path;
+  std::string v1_path;
+  bool v2 = false;
+  bool v1 = false;
+  while (std::getline(lines, line)) {
+    // "hierarchy:controllers:path"; v2 is "0::path", v1's cpu controller lists "cpu" among its controllers.
+    const size_t first = line.find(':');
+    const size_t second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    const std::string controllers = line.substr(first + 1, second - first - 1);
+    const std::string path = line.substr(second + 1);
+    if (line.compare(0, first, "0") == 0 && controllers.empty()) {
+      v2 = true;
+      v2_path = path;
+    }
+    std::istringstream names(controllers);
+    std::string name;
+    while (std::getline(names, name, ',')) {
+      if (name == "cpu") {
+        v1 = true;
+        v1_path = path;
+      }
+    }
+  }
+  if (v1) {
+    // The controller's mount: "cpu", or a joint "cpu,cpuacct".
+    for (const std::string& mount : {std::string("/cpu"), std::string("/cpu,cpuacct")}) {
+      for (const std::string& dir : {cgroup_root + mount + v1_path, cgroup_root + mount}) {
+        const std::string quota = read_first_line(dir + "/cpu.cfs_quota_us");
+        const std::string period = read_first_line(dir + "/cpu.cfs_period_us");
+        if (quota.empty() || period.empty()) continue;
+        const double q = std::atof(quota.c_str());
+        const double p = std::atof(period.c_str());
+        return q > 0 && p > 0 ? q / p : 0.0;
+      }
+    }
+  }
+  if (v2) {
+    for (const std::string& dir : {cgroup_root + v2_path, cgroup_root}) {
+      std::istringstream max(read_first_line(dir + "/cpu.max"));
+      std::string quota;
+      double period = 0;
+      if (!(max >> quota >> period)) continue;
+      if (quota == "max" || period <= 0) return 0.0;
+      return std::atof(quota.c_str()) / period;
+    }
+  }
+  return 0.0;
+}
+
+CpuFacts read_cpu_facts(const std::string& cgroup_root, const std::string& proc_self_cgroup) {
+  CpuFacts facts;
+  facts.node_cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (sched_getaffinity(0, sizeof mask, &mask) == 0) facts.affinity = CPU_COUNT(&mask);
+  std::ifstream in(proc_self_cgroup);
+  std::stringstream text;
+  text << in.rdbuf();
+  facts.quota = cgroup_cpu_quota(cgroup_root, text.str());
+  return facts;
+}
+
+ThreadChoice choose_threads(const std::function<std::optional<std::string>(const std::string&)>& env,
+                            const CpuFacts& facts, int local_ranks) {
+  for (const char* name : {"OMP_NUM_THREADS", "SLURM_CPUS_PER_TASK"}) {
+    if (const std::optional<int> value = positive_int(env(name))) {
+      return ThreadChoice{*value, std::string(name) + "=" + std::to_string(*value)};
+    }
+  }
+  local_ranks = std::max(1, local_ranks);
+  double usable = std::max(1, facts.node_cores);
+  std::string source = std::to_string(facts.node_cores) + " cores";
+  bool bound = false;
+  if (facts.affinity > 0 && facts.affinity < usable) {
+    usable = facts.affinity;
+    source = "affinity mask of " + std::to_string(facts.affinity) + (facts.affinity == 1 ? " core" : " cores");
+    bound = facts.affinity * local_ranks <= facts.node_cores;
+  }
+  if (facts.quota > 0 && facts.quota < usable) {
+    usable = facts.quota;
+    source = "cgroup CPU quota of " + cores_text(facts.quota) + (facts.quota == 1.0 ? " core" : " cores");
+    bound = false;  // a pod's or job's quota is shared by all its ranks
+  }
+  const int whole = std::max(1, static_cast<int>(std::floor(usable + 1e-9)));
+  if (bound || local_ranks == 1) return ThreadChoice{whole, source};
+  return ThreadChoice{std::max(1, whole / local_ranks), source + " / " + std::to_string(local_ranks) + " ranks on the node"};
+}
+
+}  // namespace dtrain

@@ -1,0 +1,41 @@
+// How many intra-op threads a rank should use when --threads is 0: what the launcher says (OMP_NUM_THREADS,
+// SLURM_CPUS_PER_TASK), else the cores this process may really use (the node's cores, its affinity mask,
+// its cgroup's CPU quota) shared among the ranks of the node that share them. Under a Kubernetes CPU limit,
+// taskset or a Slurm task binding, ranks then do not oversubscribe.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace dtrain {
+
+// What bounds this process's CPU use.
+struct CpuFacts {
+  int node_cores = 1;    // std::thread::hardware_concurrency()
+  int affinity = 0;      // CPUs in the affinity mask (sched_getaffinity); 0: unknown
+  double quota = 0.0;    // the cgroup's CPU quota in cores (cpu.max, cpu.cfs_quota_us); 0: none
+};
+
+struct ThreadChoice {
+  int threads = 1;
+  std::string source;  // why: "OMP_NUM_THREADS=1", "cgroup CPU quota 2.5 / 2 ranks on the node", ...
+};
+
+// This process's facts. `cgroup_root` and `proc_self_cgroup` are there for tests.
+CpuFacts read_cpu_facts(const std::string& cgroup_root = "/sys/fs/cgroup",
+                        const std::string& proc_self_cgroup = "/proc/self/cgroup");
+
+// The CPU quota in cores of the cgroup that `proc_self_cgroup` (the text of /proc/self/cgroup) names under
+// `cgroup_root`: v2's cpu.max ("200000 100000" = 2 cores, "max ..." = none), else v1's cpu.cfs_quota_us /
+// cpu.cfs_period_us (-1 = none). 0 when there is no quota or it cannot be read.
+double cgroup_cpu_quota(const std::string& cgroup_root, const std::string& proc_self_cgroup);
+
+// OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK (positive integers; other values are ignored), else the usable
+// cores (the smallest of node cores, affinity and quota) divided among the `local_ranks` of the node,
+// unless the ranks' affinity masks fit the node side by side (affinity x local ranks <= node cores: the
+// launcher bound each rank to cores of its own, which it shares with no other rank). At least 1.
+ThreadChoice choose_threads(const std::function<std::optional<std::string>(const std::string&)>& env,
+                            const CpuFacts& facts, int local_ranks);
+
+}  // namespace dtrain

@@ -11,9 +11,12 @@ dtrain=$(readlink -f "$1")
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d /tmp/dtrain-slurm.XXXXXX)
 chmod 755 "$work"
+started_munged=""
 cleanup() {
   [ -f "$work/slurmd.pid" ] && kill "$(cat "$work/slurmd.pid")" 2>/dev/null
   [ -f "$work/slurmctld.pid" ] && kill "$(cat "$work/slurmctld.pid")" 2>/dev/null
+  # A munged this test started goes too; one that was running before stays.
+  [ -n "$started_munged" ] && pkill -x munged 2>/dev/null
   sleep 1
   rm -rf "$work"
 }
@@ -28,6 +31,7 @@ if ! munge -n >/dev/null 2>&1; then
   [ -f /etc/munge/munge.key ] || mungekey --create >/dev/null 2>&1 || die "no munge key"
   mkdir -p /run/munge && chown munge:munge /run/munge 2>/dev/null
   (runuser -u munge -- munged 2>/dev/null || munged --force) || die "cannot start munged"
+  started_munged=1
   sleep 1
   munge -n >/dev/null || die "munge does not work"
 fi

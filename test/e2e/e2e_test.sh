@@ -72,13 +72,21 @@ fi
 
 # 2b. Threads per rank (--threads 0) from each source, named in the summary line: OMP_NUM_THREADS, the
 #     affinity mask (taskset), and a cgroup CPU quota where this machine lets the test make a cgroup.
-threads_line() { "$@" "$dtrain" "${cpu[@]}" "${fast[@]}" --epochs 1 --max-steps 1 --checkpoint=false --log-dir logs-threads 2>&1 | head -n 1; }
-if threads_line env OMP_NUM_THREADS=1 | grep -q "threads per rank 1 (OMP_NUM_THREADS=1)" &&
-   threads_line env -u OMP_NUM_THREADS SLURM_CPUS_PER_TASK=3 | grep -q "threads per rank 3 (SLURM_CPUS_PER_TASK=3)" &&
-   threads_line env -u OMP_NUM_THREADS -u SLURM_CPUS_PER_TASK taskset -c 0 | grep -q "threads per rank 1 (affinity mask of 1 core)"; then
+# The summary line of a one-step run started with "$@" before dtrain (captured whole: a reader that stops
+# early would kill dtrain with SIGPIPE, which pipefail reports as a failure).
+threads_line() {
+  local out
+  out=$("$@" "$dtrain" "${cpu[@]}" "${fast[@]}" --epochs 1 --max-steps 1 --checkpoint=false --log-dir logs-threads 2>&1)
+  head -n 1 <<<"$out"
+}
+omp=$(threads_line env OMP_NUM_THREADS=1)
+slurm=$(threads_line env -u OMP_NUM_THREADS SLURM_CPUS_PER_TASK=3)
+mask=$(threads_line env -u OMP_NUM_THREADS -u SLURM_CPUS_PER_TASK taskset -c 0)
+if [[ "$omp" == *"threads per rank 1 (OMP_NUM_THREADS=1)"* && "$slurm" == *"threads per rank 3 (SLURM_CPUS_PER_TASK=3)"* &&
+      "$mask" == *"threads per rank 1 (affinity mask of 1 core)"* ]]; then
   pass "threads per rank follow OMP_NUM_THREADS, SLURM_CPUS_PER_TASK and the affinity mask"
 else
-  fail "threads per rank: $(threads_line env OMP_NUM_THREADS=1) / $(threads_line taskset -c 0)"
+  fail "threads per rank: '$omp' / '$slurm' / '$mask'"
 fi
 cgroup=""
 if [ -w /sys/fs/cgroup/cpu ] && mkdir "/sys/fs/cgroup/cpu/dtrain-e2e-$$" 2>/dev/null; then
@@ -94,9 +102,9 @@ if [ -z "$cgroup" ]; then
 elif [ -n "${cgroup_error:-}" ]; then
   echo "SKIP: cgroup CPU quota: $cgroup_error in $cgroup"
 else
-  line=$(env -u OMP_NUM_THREADS -u SLURM_CPUS_PER_TASK sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' _ "$cgroup" \
-           "$dtrain" "${cpu[@]}" "${fast[@]}" --epochs 1 --max-steps 1 --checkpoint=false --log-dir logs-threads 2>&1 | head -n 1)
-  if grep -q "threads per rank 1 (cgroup CPU quota of 1 core)" <<<"$line"; then
+  line=$(threads_line env -u OMP_NUM_THREADS -u SLURM_CPUS_PER_TASK sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' \
+           _ "$cgroup")
+  if [[ "$line" == *"threads per rank 1 (cgroup CPU quota of 1 core)"* ]]; then
     pass "threads per rank follow a cgroup CPU quota"
   else
     fail "cgroup CPU quota: $line"

@@ -109,6 +109,8 @@ elastic=$(DTRAIN_TORCHRUN=/usr/bin/torchrun DTRAIN_NPROC_PER_NODE=2 DTRAIN_TORCH
   die "sbatch of torchrun.sbatch failed"
 check_job "$job" "dtrain.sbatch" accuracy
 check_job "$satori" "satori.sbatch" d_accuracy
+grep -q "threads per rank 1 (OMP_NUM_THREADS=1)" "$work/job-$satori.out" ||
+  { echo "FAIL: satori.sbatch: the ranks' threads do not follow --cpus-per-task=1"; failures=$((failures + 1)); }
 check_job "$elastic" "torchrun.sbatch" accuracy
 grep -q '"bootstrap":"env","launcher":"torchrun' "$work"/logs/*/events.jsonl ||
   { echo "FAIL: torchrun.sbatch: no run log of a torchrun-bootstrapped run"; failures=$((failures + 1)); }

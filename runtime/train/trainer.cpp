@@ -199,16 +199,40 @@ void Trainer::plan_batch() {
   batch_note_ = "elastic batch: " + plan.text() + " (" + from + "; train.elastic_batch global)";
 }
 
+bool Trainer::checkpoints_inside_epochs() const {
+  const CheckpointOptions& ck = config_.checkpoint;
+  return ck.enabled && (ck.every_steps > 0 || ck.every_s > 0);
+}
+
+CheckpointMeta Trainer::checkpoint_meta(int64_t completed_epoch) const {
+  CheckpointMeta meta;
+  meta.epoch = completed_epoch;
+  meta.seed = seed_;
+  meta.workload = workload_.name();
+  meta.optimizer = to_string(config_.train.optimizer);
+  meta.world_size = comm_.world_size();
+  meta.global_batch = global_batch_;
+  meta.saved_unix_s = unix_now_s();
+  return meta;
+}
+
+std::string Trainer::save_checkpoint(const CheckpointMeta& meta) {
+  state_.device_state_to_optimizers();
+  const std::string path = Checkpointer(config_.checkpoint, comm_).save(meta, state_.modules());
+  steps_since_checkpoint_ = 0;
+  last_checkpoint_s_ = clock_.elapsed_s();
+  return path;
+}
+
 void Trainer::mark_progress(int64_t epoch, int64_t epoch_samples) {
   // Only where checkpoints inside epochs show that restarts are expected.
-  const CheckpointOptions& ck = config_.checkpoint;
-  if (!comm_.is_root() || !ck.enabled || (ck.every_steps == 0 && ck.every_s <= 0)) return;
+  if (!comm_.is_root() || !checkpoints_inside_epochs()) return;
   Checkpointer(config_.checkpoint, comm_).write_progress(ProgressMark{epoch, epoch_samples, unix_now_s()});
 }
 
 bool Trainer::mid_epoch_checkpoint_due() {
   const CheckpointOptions& ck = config_.checkpoint;
-  if (!ck.enabled || (ck.every_steps == 0 && ck.every_s <= 0)) return false;
+  if (!checkpoints_inside_epochs()) return false;
   ++steps_since_checkpoint_;
   if (ck.every_steps > 0 && steps_since_checkpoint_ >= ck.every_steps) return true;
   if (ck.every_s <= 0 || steps_since_checkpoint_ % kCheckpointClockSteps != 0) return false;
@@ -223,36 +247,25 @@ void Trainer::save_mid_epoch(int64_t epoch, int64_t steps_done, const MetricSums
   MetricSums counts({"train_samples"}, at::TensorOptions(at::kCPU));
   counts.add("train_samples", at::tensor(static_cast<double>(samples_seen), at::kDouble), static_cast<double>(samples_seen));
   const std::vector<MetricValues> reduced = reduce_all(comm_, {&epoch_sums, &counts});
-  CheckpointMeta meta;
-  meta.epoch = epoch - 1;
-  meta.seed = seed_;
-  meta.workload = workload_.name();
-  meta.optimizer = to_string(config_.train.optimizer);
-  meta.world_size = comm_.world_size();
+  CheckpointMeta meta = checkpoint_meta(epoch - 1);
   meta.epoch_samples = steps_done * config_.train.batch_size * comm_.world_size();
   meta.epoch_steps = steps_done / config_.train.accumulate;
   meta.partial_train = reduced[0];
   meta.partial_samples = static_cast<int64_t>(reduced[1].all().front().weight);
-  meta.global_batch = global_batch_;
-  meta.saved_unix_s = unix_now_s();
-  state_.device_state_to_optimizers();
   CheckpointRecord record;
-  record.path = Checkpointer(config_.checkpoint, comm_).save(meta, state_.modules());
+  record.path = save_checkpoint(meta);
   record.epoch = epoch;
   record.step = meta.epoch_steps;
   record.epoch_samples = meta.epoch_samples;
   record.save_s = watch.elapsed_s();
   logger_.checkpoint_written(record);
   mark_progress(epoch, meta.epoch_samples);
-  steps_since_checkpoint_ = 0;
-  last_checkpoint_s_ = clock_.elapsed_s();
   set_phase(Phase::kTraining, epoch, steps_done);
 }
 
 TrainResult Trainer::run(RunInfo info) {
   Stopwatch total;
   if (!planned_) plan_batch();
-  Checkpointer checkpointer(config_.checkpoint, comm_);
   for (TrainedModule& m : state_.modules()) {
     if (m.optimizer) m.reducer = make_reducer_(m.module->parameters(), m.module->buffers(), comm_);
   }
@@ -386,19 +399,9 @@ TrainResult Trainer::run(RunInfo info) {
     }
     if (config_.checkpoint.enabled) {
       set_phase(Phase::kCheckpointing, epoch);
-      CheckpointMeta meta;
-      meta.epoch = epoch;
-      meta.seed = seed_;
-      meta.workload = workload_.name();
-      meta.optimizer = to_string(config_.train.optimizer);
-      meta.world_size = comm_.world_size();
+      CheckpointMeta meta = checkpoint_meta(epoch);
       meta.metrics = stats;
-      meta.global_batch = global_batch_;
-      meta.saved_unix_s = unix_now_s();
-      state_.device_state_to_optimizers();
-      stats.checkpoint_path = checkpointer.save(meta, state_.modules());
-      steps_since_checkpoint_ = 0;
-      last_checkpoint_s_ = clock_.elapsed_s();
+      stats.checkpoint_path = save_checkpoint(meta);
     }
     stats.epoch_s = epoch_watch.elapsed_s();
     logger_.epoch_end(stats);

@@ -77,6 +77,12 @@ class Trainer final {
   MetricSums train_epoch(int64_t epoch, EpochStats& stats);
   // Sets the batch plan (see restore) and global_batch_.
   void plan_batch();
+  // checkpoint.every_steps or every_s is set (and checkpoints are on).
+  bool checkpoints_inside_epochs() const;
+  // What every checkpoint records after `completed_epoch` (epoch, seed, names, world size, global batch, time).
+  CheckpointMeta checkpoint_meta(int64_t completed_epoch) const;
+  // Rank 0 writes `meta` with the modules' state; every rank restarts the count towards the next one.
+  std::string save_checkpoint(const CheckpointMeta& meta);
   // Collective, after an optimizer step: whether checkpoint.every_steps/every_s ask for a checkpoint now
   // (rank 0's clock decides, for every rank).
   bool mid_epoch_checkpoint_due();

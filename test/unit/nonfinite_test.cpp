@@ -149,7 +149,12 @@ TEST_CASE("a checkpoint is never written from non-finite parameters", "[checkpoi
   }
   LocalCommunicator comm;
   Checkpointer checkpointer(config.checkpoint, comm);
-  CheckpointMeta meta{1, 1, "tiny", "sgd", 1, std::nullopt, ""};
+  CheckpointMeta meta;
+  meta.epoch = 1;
+  meta.seed = 1;
+  meta.workload = "tiny";
+  meta.optimizer = "sgd";
+  meta.world_size = 1;
   CHECK_THROWS_WITH(checkpointer.save(meta, modules),
                     Contains("epoch 1: parameter fc2.bias is NaN or infinite; no checkpoint was written"));
   CHECK(checkpoint_names(config.checkpoint.dir).empty());

@@ -14,7 +14,6 @@
 #include <iostream>
 #include <memory>
 #include <sstream>
-#include <thread>
 
 #include "runtime/bootstrap/heartbeat.h"
 #include "runtime/bootstrap/launcher_env.h"

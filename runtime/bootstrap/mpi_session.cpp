@@ -101,10 +101,8 @@ c10::intrusive_ptr<c10d::Store> MpiSession::store(const WaitOptions& wait) {
   } catch (const CommError&) {
     throw;
   } catch (const std::exception& e) {
-    std::string message = e.what();
-    if (const size_t cut = message.find("\nException raised from"); cut != std::string::npos) message.resize(cut);
     throw CommError(origin(), "cannot " + std::string(rank_ == 0 ? "start" : "reach") + " the c10d store of rank 0 at " +
-                                  host + (port.empty() ? "" : ":" + port) + ": " + message);
+                                  host + (port.empty() ? "" : ":" + port) + ": " + message_without_trace(e));
   }
   return store_;
 }

@@ -27,13 +27,6 @@ std::string this_hostname() {
 std::string to_string(const std::vector<uint8_t>& bytes) { return std::string(bytes.begin(), bytes.end()); }
 std::vector<uint8_t> to_bytes(const std::string& text) { return std::vector<uint8_t>(text.begin(), text.end()); }
 
-// c10d's messages end with a C++ stack trace in some builds: the first line says what happened.
-std::string first_line(const std::exception& e) {
-  std::string message = e.what();
-  if (const size_t cut = message.find("\nException raised from"); cut != std::string::npos) message.resize(cut);
-  return message;
-}
-
 // A Failure as bytes, and back: "code rank world host_length message_length\n" + host + message.
 std::string encode(const Failure& failure) {
   std::ostringstream out;
@@ -117,7 +110,7 @@ StoreSession::StoreSession(const TorchEnv& env, double timeout_s) : env_(env) {
                                     address() + " (MASTER_ADDR, MASTER_PORT" +
                                     (env.agent_store ? "; torchrun's agent hosts it" : "; rank 0 hosts it") + ") within " +
                                     std::to_string(static_cast<int64_t>(timeout_s)) + " s: " +
-                                    (unresolved.empty() ? first_line(e) : unresolved) +
+                                    (unresolved.empty() ? message_without_trace(e) : unresolved) +
                                     " (the launcher's variables: " + env.summary + ")");
     }
     std::vector<std::string> keys;
@@ -192,7 +185,7 @@ void StoreSession::wait_for(const std::vector<std::string>& keys, bool per_rank,
   } catch (const CommError&) {
     throw;
   } catch (const std::exception& e) {
-    throw CommError(origin(), "the c10d store at " + address() + " failed while " + what + ": " + first_line(e));
+    throw CommError(origin(), "the c10d store at " + address() + " failed while " + what + ": " + message_without_trace(e));
   }
 }
 
@@ -204,7 +197,7 @@ Failure StoreSession::first_error(const Failure& local, const WaitOptions& wait)
   try {
     store_->set(keys[static_cast<size_t>(rank_)], to_bytes(encode(local)));
   } catch (const std::exception& e) {
-    throw CommError(origin(), "the c10d store at " + address() + " failed while agreeing on errors: " + first_line(e));
+    throw CommError(origin(), "the c10d store at " + address() + " failed while agreeing on errors: " + message_without_trace(e));
   }
   wait_for(keys, true, wait, "agreeing on errors across ranks");
   for (int r = 0; r < world_size_; ++r) {
@@ -226,7 +219,7 @@ std::string StoreSession::broadcast(const std::string& bytes, int root, const Wa
       return bytes;
     }
   } catch (const std::exception& e) {
-    throw CommError(origin(), "the c10d store at " + address() + " failed while broadcasting " + what + ": " + first_line(e));
+    throw CommError(origin(), "the c10d store at " + address() + " failed while broadcasting " + what + ": " + message_without_trace(e));
   }
   wait_for({key}, false, wait, "waiting for " + what + " from rank " + std::to_string(root));
   return to_string(store_->get(key));

@@ -20,8 +20,7 @@ struct GlooCommunicator::Impl {
   // A failed or timed-out Gloo operation as CommError: what, this rank, Gloo's message, and the
   // heartbeat's view of which peer is stuck.
   [[noreturn]] void fail(const std::string& what, const std::exception& e) const {
-    std::string message = "gloo " + what + " failed: " + e.what();
-    if (const size_t cut = message.find("\nException raised from"); cut != std::string::npos) message.resize(cut);
+    std::string message = "gloo " + what + " failed: " + message_without_trace(e);
     if (wait.explain_stall) {
       const std::string stall = wait.explain_stall();
       if (!stall.empty()) message += "; " + stall;

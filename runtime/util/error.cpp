@@ -19,4 +19,10 @@ int exit_code_of(const std::exception& error) {
   return kExitFailure;
 }
 
+std::string message_without_trace(const std::exception& error) {
+  std::string message = error.what();
+  if (const size_t cut = message.find("\nException raised from"); cut != std::string::npos) message.resize(cut);
+  return message;
+}
+
 }  // namespace dtrain

@@ -80,4 +80,8 @@ class NonFiniteError : public Error {
 // The exit status for an exception escaping a run: the kind's code, kExitFailure for anything else.
 int exit_code_of(const std::exception& error);
 
+// A library exception's message without the C++ stack trace that LibTorch's c10d appends in some builds
+// ("\nException raised from ..."): what happened, for a message of dtrain's own.
+std::string message_without_trace(const std::exception& error);
+
 }  // namespace dtrain

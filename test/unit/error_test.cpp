@@ -36,3 +36,9 @@ TEST_CASE("call and precondition checks throw with the origin they are given", "
   CHECK_NOTHROW(check_root(1));
   CHECK_THROWS_WITH(check_root(5), "[rank 0/2] root 5 out of range");
 }
+
+TEST_CASE("library messages lose the stack trace c10d appends, and nothing else", "[error]") {
+  CHECK(message_without_trace(std::runtime_error("Connection closed by peer\nException raised from recv at socket.cpp:42")) ==
+        "Connection closed by peer");
+  CHECK(message_without_trace(std::runtime_error("two\nlines")) == "two\nlines");
+}

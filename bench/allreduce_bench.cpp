@@ -19,7 +19,7 @@
 #include "bench/raw_allreduce.h"
 #include "runtime/bootstrap/mpi_session.h"
 #include "runtime/comm/make_communicator.h"
-#include "runtime/log/json_writer.h"
+#include "runtime/log/json_line.h"
 #include "runtime/util/file_io.h"
 #include "runtime/util/error.h"
 #include "runtime/util/timer.h"
@@ -201,27 +201,33 @@ int run(int argc, char** argv, MpiSession& session) {
   }
 
   if (session.is_root() && !o.json_path.empty()) {
-    JsonObject json;
-    json.add("bench", "allreduce").add("backend", comm->backend_name()).add("raw", raw->name());
-    json.add("world_size", static_cast<int64_t>(n)).add("hosts", static_cast<int64_t>(session.unique_hosts().size()));
-    json.add("dtype", "float32").add("warmup", o.warmup).add("iters", o.iters);
-    json.add("all_correct", all_correct);
-    std::ostringstream rows;
-    rows << "[";
-    for (size_t i = 0; i < results.size(); ++i) {
-      const SizeResult& r = results[i];
-      JsonObject row;
-      row.add("bytes", r.bytes).add("count", r.count);
-      row.add("dtrain_us", r.dtrain_s * 1e6).add("dtrain_algbw_gbps", gb_per_s(r.bytes, r.dtrain_s));
-      row.add("dtrain_busbw_gbps", gb_per_s(r.bytes, r.dtrain_s) * bus_factor).add("dtrain_correct", r.dtrain_correct);
-      row.add("raw_us", r.raw_s * 1e6).add("raw_algbw_gbps", gb_per_s(r.bytes, r.raw_s));
-      row.add("raw_busbw_gbps", gb_per_s(r.bytes, r.raw_s) * bus_factor).add("raw_correct", r.raw_correct);
-      row.add("ratio", r.dtrain_s / r.raw_s);
-      rows << (i ? "," : "") << row.str();
+    JsonRecord json = JsonRecord::object();
+    json["bench"] = "allreduce";
+    json["backend"] = comm->backend_name();
+    json["raw"] = raw->name();
+    json["world_size"] = n;
+    json["hosts"] = session.unique_hosts().size();
+    json["dtype"] = "float32";
+    json["warmup"] = o.warmup;
+    json["iters"] = o.iters;
+    json["all_correct"] = all_correct;
+    JsonRecord& rows = json["results"] = JsonRecord::array();
+    for (const SizeResult& r : results) {
+      JsonRecord row = JsonRecord::object();
+      row["bytes"] = r.bytes;
+      row["count"] = r.count;
+      row["dtrain_us"] = r.dtrain_s * 1e6;
+      row["dtrain_algbw_gbps"] = gb_per_s(r.bytes, r.dtrain_s);
+      row["dtrain_busbw_gbps"] = gb_per_s(r.bytes, r.dtrain_s) * bus_factor;
+      row["dtrain_correct"] = r.dtrain_correct;
+      row["raw_us"] = r.raw_s * 1e6;
+      row["raw_algbw_gbps"] = gb_per_s(r.bytes, r.raw_s);
+      row["raw_busbw_gbps"] = gb_per_s(r.bytes, r.raw_s) * bus_factor;
+      row["raw_correct"] = r.raw_correct;
+      row["ratio"] = r.dtrain_s / r.raw_s;
+      rows.push_back(std::move(row));
     }
-    rows << "]";
-    json.add_raw("results", rows.str());
-    write_file_atomically(o.json_path, json.str() + "\n");
+    write_file_atomically(o.json_path, json_line(json) + "\n");
   }
   if (!all_correct) {
     if (session.is_root()) std::fprintf(stderr, "allreduce results were WRONG for at least one size\n");

@@ -25,6 +25,7 @@
 #include "runtime/config/validate.h"
 #include "runtime/log/run_logger.h"
 #include "runtime/reduce/bucketed_reducer.h"
+#include "runtime/train/run_directory.h"
 #include "runtime/train/trainer.h"
 #include "runtime/util/activity.h"
 #include "runtime/util/cpu_budget.h"
@@ -239,15 +240,36 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
                                          ? c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(cuda_device))
                                          : c10::Device(c10::DeviceType::CPU);
 
+  // Rank 0 chooses the run's directory and locks it (and a shared checkpoint.dir); every rank learns where
+  // its checkpoints are, so that messages name the same paths everywhere. Under an elastic agent the
+  // previous incarnation of rank 0 may still hold the locks for a moment.
+  std::unique_ptr<RunDirectory> run_dir;  // held until the run ends: its locks
+  Failure failure = failure_of([&] {
+    if (session_.is_root()) run_dir = RunDirectory::open(config, session_.elastic_agent() ? config.comm.timeout_s : 0.0);
+  });
+  failure = session_.first_error(failure, wait);
+  if (failure.failed()) return fail_together(failure);
+  TrainConfig run_config = config;  // checkpoint.dir resolved; config.yaml keeps what was asked for
+  std::string run_path;
+  failure = failure_of([&] {
+    const std::string paths = session_.broadcast(
+        run_dir ? run_dir->path() + '\n' + run_dir->checkpoint_dir() : std::string(), 0, wait, "the run directory");
+    run_path = paths.substr(0, paths.find('\n'));
+    run_config.checkpoint.dir = paths.substr(paths.find('\n') + 1);
+  });
+  failure = session_.first_error(failure, wait);
+  if (failure.failed()) return fail_together(failure);
+
   // Building the trainer loads the data; restoring reads the checkpoint. Both fail the same way on every
   // rank (or on one, whose error the others adopt), so the ranks agree and exit together.
   std::unique_ptr<Trainer> trainer;
-  Failure failure = failure_of([&] {
-    logger_ = std::make_unique<RunLogger>(config.log, session_.is_root(), config.workload);
+  failure = failure_of([&] {
+    logger_ = std::make_unique<RunLogger>(config.log, session_.is_root(), session_.is_root() ? run_path : "");
     log_sink_.store(logger_.get());
     if (!launcher_note_.empty()) logger_->warning(launcher_note_);
     if (!restart_note_.empty()) logger_->info(restart_note_);
-    trainer = std::make_unique<Trainer>(config, workload, *comm, *logger_, make_reducer, compute_device, &activity_);
+    if (run_dir && !run_dir->note().empty()) logger_->info(run_dir->note());
+    trainer = std::make_unique<Trainer>(run_config, workload, *comm, *logger_, make_reducer, compute_device, &activity_);
   });
   failure = session_.first_error(failure, wait);
   if (!failure.failed()) failure = session_.first_error(failure_of([&] { trainer->restore(); }), wait);
@@ -256,6 +278,9 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
   RunInfo info;
   info.workload = config.workload;
   info.config_yaml = to_yaml(config);
+  info.config_changes = config_changes(config);
+  if (run_dir) info.run_name = run_dir->name();
+  info.checkpoint_dir = run_config.checkpoint.dir;
   info.world_size = session_.world_size();
   info.hosts = session_.unique_hosts();
   info.ranks_per_host = ranks_per_host(session_);
@@ -289,8 +314,7 @@ void Job::apply_launcher(TrainConfig& config, const ConfigSources& sources) {
   if (session_.elastic_agent() && config.checkpoint.enabled && !sources.count("checkpoint.resume")) {
     config.checkpoint.resume = true;
     restart_note_ = "under torchrun's elastic agent (restart " + std::to_string(session_.restart_count()) +
-                    "): resuming from the newest checkpoint in " + config.checkpoint.dir +
-                    " if there is one (--resume=false starts afresh)";
+                    "): resuming from the newest checkpoint if there is one (--resume=false starts afresh)";
   }
 }
 

@@ -13,6 +13,10 @@ namespace dtrain {
 enum class OptimizerKind { kAdadelta, kSgd, kAdam, kAdamW };
 enum class LrSchedule { kConstant, kStep, kMultiStep, kCosine };
 enum class LogFormat { kKatib, kPytorch };
+// Rank 0's live progress (rate and time left of the epoch and the evaluation): a bar redrawn in place, a
+// plain line every log.progress_interval_s, or none; auto: the bar where a terminal shows stderr (also
+// through Open MPI's launcher), else the lines.
+enum class ProgressMode { kAuto, kBar, kLines, kOff };
 enum class BackendKind { kAuto, kMpi, kNccl, kGloo };
 enum class BootstrapKind { kAuto, kMpi, kEnv };  // how the ranks find each other
 enum class DeviceKind { kAuto, kCpu, kCuda };
@@ -100,9 +104,13 @@ struct StepRange {
 
 struct LogOptions {
   std::string dir = "dtrain-logs";
+  // The run's directory under dir, which holds its run log, config and (by default) checkpoints. Empty: a
+  // new one named <UTC time>-<workload>, or with checkpoint.resume the newest run of the workload.
+  std::string run_name;
   LogFormat format = LogFormat::kKatib;
-  int64_t interval = 10;  // steps between progress lines; 0 = none
-  bool progress_bar = true;  // only drawn when stderr is a terminal
+  int64_t interval = 10;  // steps between the "Train Epoch" lines of the training metrics; 0 = none
+  ProgressMode progress = ProgressMode::kAuto;
+  double progress_interval_s = 5.0;  // seconds between two lines of progress: lines
   int64_t sample_every = 0;  // generative workloads: epochs between sample images in the run directory; 0 = none
   double sample_interval_s = 1.0;  // seconds between resource samples (CPU, memory, GPU, network) per rank; 0 = none
   StepRange profile_steps;  // steps profiled with LibTorch's profiler (trace and operations table); none by default
@@ -110,7 +118,9 @@ struct LogOptions {
 };
 
 struct CheckpointOptions {
-  std::string dir = "dtrain-checkpoints";
+  // Empty: checkpoints/ in the run's directory. Another directory is locked while a run uses it, so two
+  // runs never write into one.
+  std::string dir;
   bool resume = false;
   int64_t keep = 3;  // newest checkpoints kept; 0 = keep all
   bool enabled = true;
@@ -135,6 +145,7 @@ using ConfigSources = std::map<std::string, std::string>;
 const char* to_string(OptimizerKind kind);
 const char* to_string(LrSchedule schedule);
 const char* to_string(LogFormat format);
+const char* to_string(ProgressMode mode);
 const char* to_string(BackendKind kind);
 const char* to_string(BootstrapKind kind);
 const char* to_string(ElasticBatch policy);

@@ -37,6 +37,15 @@ const char* to_string(LogFormat format) {
   }
   return "?";
 }
+const char* to_string(ProgressMode mode) {
+  switch (mode) {
+    case ProgressMode::kAuto: return "auto";
+    case ProgressMode::kBar: return "bar";
+    case ProgressMode::kLines: return "lines";
+    case ProgressMode::kOff: return "off";
+  }
+  return "?";
+}
 const char* to_string(BackendKind kind) {
   switch (kind) {
     case BackendKind::kAuto: return "auto";
@@ -193,8 +202,8 @@ ConfigField bool_field(std::string key, std::string flag, std::string help, Ref<
 }
 
 ConfigField string_field(std::string key, std::string flag, std::string help, Ref<std::string> ref,
-                         bool allow_empty) {
-  ConfigField field = make_field(key, std::move(flag), std::move(help), "PATH");
+                         bool allow_empty, std::string value_hint = "PATH") {
+  ConfigField field = make_field(key, std::move(flag), std::move(help), std::move(value_hint));
   field.parse = [key, ref, allow_empty](TrainConfig& c, const std::string& text, const std::string& origin) {
     if (!allow_empty && text.empty()) bad_value(key, origin, "a non-empty string", text);
     ref(c) = text;
@@ -443,15 +452,28 @@ std::vector<ConfigField> build_fields() {
                                       [](TrainConfig& c) -> Compression& { return c.comm.compress; },
                                       {Compression::kNone, Compression::kBf16}));
 
-  f.push_back(string_field("log.dir", "log-dir", "directory for the JSON-lines run log and the effective config",
+  f.push_back(string_field("log.dir", "log-dir", "directory that holds the run directories",
                            [](TrainConfig& c) -> std::string& { return c.log.dir; }, false));
+  f.push_back(string_field("log.run_name", "run-name",
+                           "the run's directory under log.dir (run log, config, checkpoints); a run of that name "
+                           "continues only with --resume (empty = a new <UTC time>-<workload>, or with --resume "
+                           "the newest run of the workload)",
+                           [](TrainConfig& c) -> std::string& { return c.log.run_name; }, true, "NAME"));
   f.push_back(enum_field<LogFormat>("log.format", "log-format", "console format of per-epoch metrics",
                                     [](TrainConfig& c) -> LogFormat& { return c.log.format; },
                                     {LogFormat::kKatib, LogFormat::kPytorch}));
-  f.push_back(int_field("log.interval", "log-interval", "steps between training progress lines (0 = none)",
+  f.push_back(int_field("log.interval", "log-interval", "steps between the Train Epoch lines of training metrics (0 = none)",
                         [](TrainConfig& c) -> int64_t& { return c.log.interval; }, 0, kMaxCount));
-  f.push_back(bool_field("log.progress_bar", "progress-bar", "draw a progress bar when stderr is a terminal",
-                         [](TrainConfig& c) -> bool& { return c.log.progress_bar; }));
+  f.push_back(enum_field<ProgressMode>("log.progress", "progress",
+                                       "rank 0's live progress with rate and time left, on stderr: a bar, a line "
+                                       "every progress-interval-s, or none; auto: the bar where a terminal shows "
+                                       "it (also under mpirun), else lines",
+                                       [](TrainConfig& c) -> ProgressMode& { return c.log.progress; },
+                                       {ProgressMode::kAuto, ProgressMode::kBar, ProgressMode::kLines,
+                                        ProgressMode::kOff}));
+  f.push_back(float_field("log.progress_interval_s", "progress-interval-s",
+                          "seconds between two lines of --progress lines",
+                          [](TrainConfig& c) -> double& { return c.log.progress_interval_s; }, 0.0, false, 86400.0));
   f.push_back(int_field("log.sample_every", "sample-every",
                         "generative workloads (biggan): write a PNG grid of samples to the run directory every N "
                         "epochs and after the last (0 = none)",
@@ -467,9 +489,13 @@ std::vector<ConfigField> build_fields() {
   f.push_back(int_field("log.profile_rank", "profile-rank", "the rank that runs the profiler of log.profile_steps",
                         [](TrainConfig& c) -> int64_t& { return c.log.profile_rank; }, 0, kMaxCount));
 
-  f.push_back(string_field("checkpoint.dir", "checkpoint-dir", "directory for per-epoch checkpoints",
-                           [](TrainConfig& c) -> std::string& { return c.checkpoint.dir; }, false));
-  f.push_back(bool_field("checkpoint.resume", "resume", "continue from the newest checkpoint in checkpoint.dir",
+  f.push_back(string_field("checkpoint.dir", "checkpoint-dir",
+                           "directory for checkpoints, locked while a run uses it (empty = checkpoints/ in the "
+                           "run's directory)",
+                           [](TrainConfig& c) -> std::string& { return c.checkpoint.dir; }, true));
+  f.push_back(bool_field("checkpoint.resume", "resume",
+                         "continue the run from its newest checkpoint (the run of log.run_name, else the newest "
+                         "run of the workload in log.dir, or checkpoint.dir when set)",
                          [](TrainConfig& c) -> bool& { return c.checkpoint.resume; }));
   f.push_back(int_field("checkpoint.keep", "checkpoint-keep", "newest checkpoints to keep (0 = all)",
                         [](TrainConfig& c) -> int64_t& { return c.checkpoint.keep; }, 0, kMaxCount));

@@ -138,4 +138,15 @@ std::string to_yaml(const TrainConfig& config) {
   return std::string(out.c_str()) + "\n";
 }
 
+std::vector<std::string> config_changes(const TrainConfig& config) {
+  const TrainConfig defaults;
+  std::vector<std::string> changes;
+  for (const ConfigField& field : config_fields()) {
+    const std::string value = field.format(config);
+    if (value == field.format(defaults)) continue;
+    changes.push_back(field.key + ": " + (field.is_list ? "[" + value + "]" : value));
+  }
+  return changes;
+}
+
 }  // namespace dtrain

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "runtime/config/config.h"
 
@@ -15,5 +16,9 @@ void apply_yaml_file(const std::string& path, TrainConfig& config, ConfigSources
 
 // The effective configuration as a YAML document that apply_yaml_text accepts unchanged.
 std::string to_yaml(const TrainConfig& config);
+
+// The keys of `config` whose values differ from the generic defaults (TrainConfig{}), in the order
+// to_yaml lists them, each as "key: value" ("train.lr: 1", "train.lr_milestones: [30, 60]").
+std::vector<std::string> config_changes(const TrainConfig& config);
 
 }  // namespace dtrain

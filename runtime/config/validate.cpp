@@ -36,6 +36,11 @@ void validate_config(const TrainConfig& config, const ConfigSources& sources) {
     throw ConfigError(described("train.nesterov", sources) + " needs a momentum, but " +
                       described("train.momentum", sources) + " is 0");
   }
+  const std::string& run_name = config.log.run_name;
+  if (run_name == "." || run_name == ".." || run_name.find('/') != std::string::npos) {
+    throw ConfigError(described("log.run_name", sources) + " must name a directory inside log.dir (no '/', not '.' "
+                      "or '..'), got '" + run_name + "'");
+  }
   if (config.checkpoint.resume && !config.checkpoint.enabled) {
     // Resuming without writing would silently lose every epoch trained after the resume.
     throw ConfigError(described("checkpoint.resume", sources) + " needs checkpoints, but " +
@@ -72,7 +77,9 @@ void validate_for_backend(const TrainConfig& config, BackendKind backend, const 
 
 void validate_output_dirs(const TrainConfig& config, const ConfigSources& sources) {
   check_output_directory(config.log.dir, described("log.dir", sources));
-  if (config.checkpoint.enabled) check_output_directory(config.checkpoint.dir, described("checkpoint.dir", sources));
+  if (config.checkpoint.enabled && !config.checkpoint.dir.empty()) {
+    check_output_directory(config.checkpoint.dir, described("checkpoint.dir", sources));
+  }
 }
 
 }  // namespace dtrain

@@ -35,10 +35,22 @@ std::string format_utc(std::time_t when, const char* strftime_format) {
 
 std::string utc_timestamp(std::time_t when) { return format_utc(when, "%Y-%m-%dT%H:%M:%SZ"); }
 
+std::string utc_timestamp_ms(double unix_s) {
+  const double whole = std::floor(unix_s);
+  const int ms = std::min(999, static_cast<int>(std::lround((unix_s - whole) * 1000.0)));
+  return format_utc(static_cast<std::time_t>(whole), "%Y-%m-%dT%H:%M:%S") + printf_string(".%03dZ", ms);
+}
+
+std::vector<std::pair<std::string, std::string>> katib_metric_values(const MetricValues& test) {
+  std::vector<std::pair<std::string, std::string>> values;
+  for (const MetricValue& m : test.all()) values.emplace_back(m.name, printf_string("%.4f", m.value));
+  return values;
+}
+
 std::string katib_metrics_line(const EpochStats& stats, std::time_t when) {
   std::string metrics;
-  for (const MetricValue& m : stats.test.all()) {
-    metrics += printf_string("%s{metricName: %s, metricValue: %.4f}", metrics.empty() ? "" : ";", m.name.c_str(), m.value);
+  for (const auto& [name, value] : katib_metric_values(stats.test)) {
+    metrics += (metrics.empty() ? "" : ";") + ("{metricName: " + name + ", metricValue: " + value + "}");
   }
   return utc_timestamp(when) + printf_string(" %-8s ", "INFO") + metrics;
 }
@@ -123,13 +135,43 @@ std::string run_summary_line(const RunSummary& summary) {
          printf_string(" | peak memory per rank %lld MiB", static_cast<long long>(peak >> 20));
 }
 
-std::string progress_bar(int64_t done, int64_t total, int width) {
-  const double fraction = total > 0 ? std::min(1.0, static_cast<double>(done) / static_cast<double>(total)) : 0.0;
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "--:--";
+  const long long s = std::llround(seconds);
+  if (s >= 3600) return printf_string("%lld:%02lld:%02lld", s / 3600, s / 60 % 60, s % 60);
+  return printf_string("%lld:%02lld", s / 60, s % 60);
+}
+
+namespace {
+
+double fraction_done(const ProgressState& p) {
+  return p.total > 0 ? std::clamp(static_cast<double>(p.done) / static_cast<double>(p.total), 0.0, 1.0) : 0.0;
+}
+
+// " | 1534 samples/s | 0:15 left", or " | 0:15 left" style placeholders while the rate is unknown.
+std::string rate_and_time_left(const ProgressState& p) {
+  if (p.samples_per_s <= 0) return " | -- samples/s | --:-- left";
+  const double left_s = static_cast<double>(std::max<int64_t>(0, p.total - p.done)) / p.samples_per_s;
+  return printf_string(" | %.0f samples/s | ", p.samples_per_s) + format_duration(left_s) + " left";
+}
+
+}  // namespace
+
+std::string progress_bar_text(const ProgressState& p, int width) {
+  const double fraction = fraction_done(p);
   const int filled = static_cast<int>(fraction * width);
-  std::string bar = "[";
-  for (int i = 0; i < width; ++i) bar += i < filled ? '=' : (i == filled ? '>' : ' ');
-  return bar + printf_string("] %3d%% %lld/%lld steps", static_cast<int>(fraction * 100), static_cast<long long>(done),
-                             static_cast<long long>(total));
+  std::string bar = p.phase + " [";
+  for (int i = 0; i < width; ++i) bar += i < filled ? '#' : '.';
+  return bar + printf_string("] %3d%% %lld/%lld", static_cast<int>(fraction * 100), static_cast<long long>(p.done),
+                             static_cast<long long>(p.total)) +
+         rate_and_time_left(p);
+}
+
+std::string progress_line_text(const ProgressState& p) {
+  return "progress: " + p.phase +
+         printf_string(" %d%% (%lld/%lld samples)", static_cast<int>(fraction_done(p) * 100),
+                       static_cast<long long>(p.done), static_cast<long long>(p.total)) +
+         rate_and_time_left(p);
 }
 
 }  // namespace dtrain

@@ -5,6 +5,8 @@
 
 #include <ctime>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "runtime/log/run_events.h"
 
@@ -15,6 +17,13 @@ std::string format_utc(std::time_t when, const char* strftime_format);
 
 // "2026-11-21T10:00:00Z"
 std::string utc_timestamp(std::time_t when);
+
+// "2026-11-21T10:00:00.123Z" (RFC 3339 with milliseconds) for seconds since 1970.
+std::string utc_timestamp_ms(double unix_s);
+
+// The evaluation metrics as the Katib line prints them: each name with its value as text ("0.8101"), in
+// the line's order. The run log's epoch records carry the same pairs for Katib's File collector.
+std::vector<std::pair<std::string, std::string>> katib_metric_values(const MetricValues& test);
 
 // Kubeflow Katib metrics line, one entry per evaluation metric:
 // "2026-11-21T10:00:00Z INFO     {metricName: accuracy, metricValue: 0.8101};{metricName: loss, metricValue: 0.5212}"
@@ -44,7 +53,24 @@ std::string final_metrics_text(const MetricValues& metrics);
 // "done: 3 epochs in 69.0 s | final test_acc 98.61% | test_loss 0.0456 | peak memory per rank 844 MiB"
 std::string run_summary_line(const RunSummary& summary);
 
-// "[=========>          ] 45% 210/469 steps"
-std::string progress_bar(int64_t done, int64_t total, int width);
+// Where a phase of a run is (an epoch's training, an evaluation) for the live progress display: how far
+// in samples (over all ranks), how fast, and how long until the phase ends. A rate of 0 is not known yet.
+struct ProgressState {
+  std::string phase;  // "epoch 2/10", "evaluation 2/10"
+  int64_t done = 0;
+  int64_t total = 0;
+  double samples_per_s = 0.0;
+};
+
+// "1:05", "12:03:09": a duration in whole seconds; "--:--" when unknown (negative or not finite).
+std::string format_duration(double seconds);
+
+// The progress bar, redrawn in place on a terminal:
+// "epoch 2/10 [############........] 60% 36000/60000 | 1534 samples/s | 0:15 left"
+// The progress line, printed every few seconds elsewhere:
+// "progress: epoch 2/10 60% (36000/60000 samples) | 1534 samples/s | 0:15 left"
+// Neither holds "=" (Katib's StdOut filter takes "name=number" for a metric) nor "real".
+std::string progress_bar_text(const ProgressState& state, int width);
+std::string progress_line_text(const ProgressState& state);
 
 }  // namespace dtrain

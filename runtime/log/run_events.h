@@ -13,6 +13,11 @@ namespace dtrain {
 struct RunInfo {
   std::string workload;
   std::string config_yaml;  // the effective configuration
+  // Its keys whose values differ from dtrain's generic defaults ("train.lr: 1"), in config order: what the
+  // workload's recipe, the --config file and the flags set.
+  std::vector<std::string> config_changes;
+  std::string run_name;        // the run directory's name under log.dir
+  std::string checkpoint_dir;  // where its checkpoints go ("" without checkpoints)
   int world_size = 1;
   std::vector<std::string> hosts;  // unique, in rank order
   int ranks_per_host = 1;          // largest number of ranks on one host

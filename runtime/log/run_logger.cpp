@@ -1,78 +1,102 @@
 #include "runtime/log/run_logger.h"
 
-#include <unistd.h>
-
 #include <cerrno>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
 
-#include "runtime/log/json_writer.h"
+#include "runtime/log/json_line.h"
 #include "runtime/log/log_format.h"
 #include "runtime/util/error.h"
 #include "runtime/util/strings.h"
+#include "runtime/util/terminal.h"
+#include "runtime/util/timer.h"
 
 namespace dtrain {
 namespace {
 
-// Every run-log line starts with the event's name and UTC time.
-JsonObject event(const char* name) { return JsonObject().add("event", name).add("time", utc_timestamp(std::time(nullptr))); }
-
-// "<prefix><name>" for each metric; a classifier's accuracy also gives its count of correct predictions
-// ("test_correct").
-JsonObject& add_metrics(JsonObject& record, const std::string& prefix, const MetricValues& metrics) {
-  for (const MetricValue& m : metrics.all()) {
-    record.add(prefix + m.name, m.value);
-    if (m.name == "accuracy") record.add(prefix + "correct", static_cast<int64_t>(m.sum));
-  }
+// Every run-log record starts with the event's name and UTC time.
+JsonRecord event(const char* name) {
+  JsonRecord record = JsonRecord::object();
+  record["event"] = name;
+  record["time"] = utc_timestamp(std::time(nullptr));
   return record;
 }
 
-JsonObject epoch_metrics(JsonObject record, const EpochStats& s) {
-  record.add("epoch", s.epoch).add("lr", s.lr).add("train_samples", s.train_samples);
+// "<prefix><name>" for each metric; a classifier's accuracy also gives its count of correct predictions
+// ("test_correct").
+void add_metrics(JsonRecord& record, const std::string& prefix, const MetricValues& metrics) {
+  for (const MetricValue& m : metrics.all()) {
+    record[prefix + m.name] = m.value;
+    if (m.name == "accuracy") record[prefix + "correct"] = static_cast<int64_t>(m.sum);
+  }
+}
+
+JsonRecord epoch_metrics(const char* name, const EpochStats& s) {
+  JsonRecord record = event(name);
+  record["epoch"] = s.epoch;
+  record["lr"] = s.lr;
+  record["train_samples"] = s.train_samples;
   add_metrics(record, "train_", s.train);
   add_metrics(record, "test_", s.test);
-  return record.add("test_samples", s.test_samples);
+  record["test_samples"] = s.test_samples;
+  return record;
+}
+
+// What Kubeflow Katib's File metrics collector reads from a JSON-lines file (fileFormat: JSON): the
+// objective's metric under its own name with its value as a string, and "timestamp" in RFC 3339. The
+// names and values are those of the Katib console line.
+void add_katib_metrics(JsonRecord& record, const EpochStats& s) {
+  for (const auto& [name, value] : katib_metric_values(s.test)) record[name] = value;
+  record["timestamp"] = utc_timestamp_ms(unix_now_s());
 }
 
 std::string epoch_json(const EpochStats& s) {
-  JsonObject record = epoch_metrics(event("epoch_end"), s);
-  record.add("steps", s.steps)
-      .add("first_step", s.first_step)
-      .add("skipped_steps", s.skipped_steps)
-      .add("epoch_s", s.epoch_s)
-      .add("train_s", s.train_s)
-      .add("eval_s", s.eval_s)
-      .add("samples_per_s", s.samples_per_s)
-      .add("flops_per_sample", s.flops_per_sample)
-      .add("tflops_achieved", s.tflops_achieved);
-  if (s.mfu) record.add("mfu", *s.mfu);
-  return record.add("comm_s", s.comm_s)
-      .add("exposed_comm_s", s.exposed_comm_s)
-      .add("bytes_allreduced", s.bytes_allreduced)
-      .add("bytes_allreduced_per_step", s.bytes_allreduced_per_step)
-      .add("algbw_gbps", s.algbw_gbps)
-      .add("busbw_gbps", s.busbw_gbps)
-      .add("net_tx_bytes_per_step", s.net_tx_bytes_per_step)
-      .add("net_rx_bytes_per_step", s.net_rx_bytes_per_step)
-      .add("checkpoint", s.checkpoint_path)
-      .str();
+  JsonRecord record = epoch_metrics("epoch_end", s);
+  record["steps"] = s.steps;
+  record["first_step"] = s.first_step;
+  record["skipped_steps"] = s.skipped_steps;
+  record["epoch_s"] = s.epoch_s;
+  record["train_s"] = s.train_s;
+  record["eval_s"] = s.eval_s;
+  record["samples_per_s"] = s.samples_per_s;
+  record["flops_per_sample"] = s.flops_per_sample;
+  record["tflops_achieved"] = s.tflops_achieved;
+  if (s.mfu) record["mfu"] = *s.mfu;
+  record["comm_s"] = s.comm_s;
+  record["exposed_comm_s"] = s.exposed_comm_s;
+  record["bytes_allreduced"] = s.bytes_allreduced;
+  record["bytes_allreduced_per_step"] = s.bytes_allreduced_per_step;
+  record["algbw_gbps"] = s.algbw_gbps;
+  record["busbw_gbps"] = s.busbw_gbps;
+  record["net_tx_bytes_per_step"] = s.net_tx_bytes_per_step;
+  record["net_rx_bytes_per_step"] = s.net_rx_bytes_per_step;
+  record["checkpoint"] = s.checkpoint_path;
+  add_katib_metrics(record, s);
+  return json_line(record);
+}
+
+ProgressStyle progress_style(ProgressMode mode) {
+  switch (mode) {
+    case ProgressMode::kBar: return ProgressStyle::kBar;
+    case ProgressMode::kLines: return ProgressStyle::kLines;
+    case ProgressMode::kOff: return ProgressStyle::kOff;
+    case ProgressMode::kAuto: break;
+  }
+  return stderr_reaches_terminal() ? ProgressStyle::kBar : ProgressStyle::kLines;
 }
 
 }  // namespace
 
-RunLogger::RunLogger(const LogOptions& options, bool is_root, const std::string& workload, std::ostream& console)
-    : options_(options), is_root_(is_root), out_(console) {
-  if (!is_root_) return;
-  draw_bar_ = options_.progress_bar && isatty(STDERR_FILENO);
-  namespace fs = std::filesystem;
-  const std::string stem = (fs::path(options_.dir) / (format_utc(std::time(nullptr), "%Y%m%dT%H%M%SZ") + "-" + workload)).string();
-  run_dir_ = stem;
-  std::error_code ec;
-  for (int attempt = 2; fs::exists(run_dir_, ec); ++attempt) run_dir_ = stem + "-" + std::to_string(attempt);
-  fs::create_directories(run_dir_, ec);
-  if (ec) throw IoError("cannot create run log directory '" + run_dir_ + "' (log.dir): " + ec.message());
-  events_ = std::make_unique<AppendFile>((fs::path(run_dir_) / "events.jsonl").string());
+RunLogger::RunLogger(const LogOptions& options, bool is_root, std::string run_dir, std::ostream& console,
+                     std::ostream& progress)
+    : options_(options), is_root_(is_root), run_dir_(std::move(run_dir)), out_(console), progress_out_(progress) {
+  if (!is_root_) {
+    run_dir_.clear();
+    return;
+  }
+  meter_ = std::make_unique<ProgressMeter>(progress_style(options_.progress), options_.progress_interval_s, progress_out_);
+  events_ = std::make_unique<AppendFile>((std::filesystem::path(run_dir_) / "events.jsonl").string());
 }
 
 void RunLogger::write_event(const std::string& json_line) {
@@ -91,15 +115,10 @@ void RunLogger::flush_console() {
   }
 }
 
-void RunLogger::clear_bar() {
-  if (!bar_visible_) return;
-  std::cerr << "\r\033[K" << std::flush;
-  bar_visible_ = false;
-}
-
 void RunLogger::run_start(const RunInfo& info) {
   if (!is_root_) return;
   std::lock_guard<std::mutex> lock(mutex_);
+  meter_->clear();
   const std::string hosts = join(info.hosts);
   out_ << "dtrain " << info.dtrain_version << " | workload " << info.workload << " | world size "
       << info.world_size << " on " << info.hosts.size() << (info.hosts.size() == 1 ? " host" : " hosts") << " ("
@@ -108,48 +127,43 @@ void RunLogger::run_start(const RunInfo& info) {
       << "libtorch " << info.torch_version << " | " << info.launcher << "\n"
       << "data: " << info.data_description << " | " << info.train_samples << " train, " << info.test_samples
       << " test samples | " << info.parameters << " parameters\n"
-      << "run log: " << run_dir_ << "/events.jsonl\n"
-      << "effective config:\n";
-  std::string line;
-  for (char c : info.config_yaml) {
-    if (c == '\n') {
-      out_ << "  " << line << "\n";
-      line.clear();
-    } else {
-      line += c;
-    }
-  }
+      << "run " << run_dir_ << ": events.jsonl, config.yaml"
+      << (info.checkpoint_dir.empty() ? ", no checkpoints" : ", checkpoints in " + info.checkpoint_dir) << "\n"
+      << "config, where it differs from the defaults (all of it in config.yaml):\n";
+  for (const std::string& change : info.config_changes) out_ << "  " << change << "\n";
   flush_console();
 
   write_file_atomically((std::filesystem::path(run_dir_) / "config.yaml").string(), info.config_yaml);
-  write_event(event("run_start")
-                  .add("dtrain_version", info.dtrain_version)
-                  .add("workload", info.workload)
-                  .add("world_size", info.world_size)
-                  .add("hosts", info.hosts)
-                  .add("ranks_per_host", info.ranks_per_host)
-                  .add("backend", info.backend)
-                  .add("device", info.device)
-                  .add("threads_per_rank", info.threads_per_rank)
-                  .add("threads_source", info.threads_source)
-                  .add("torch_version", info.torch_version)
-                  .add("bootstrap", info.bootstrap)
-                  .add("launcher", info.launcher)
-                  .add("restart_count", info.restart_count)
-                  .add("data", info.data_description)
-                  .add("train_samples", info.train_samples)
-                  .add("test_samples", info.test_samples)
-                  .add("parameters", info.parameters)
-                  .add("accelerator", info.accelerator)
-                  .add("peak_tflops", info.peak_tflops)
-                  .add("config", info.config_yaml)
-                  .str());
+  JsonRecord record = event("run_start");
+  record["dtrain_version"] = info.dtrain_version;
+  record["workload"] = info.workload;
+  record["run_name"] = info.run_name;
+  record["world_size"] = info.world_size;
+  record["hosts"] = info.hosts;
+  record["ranks_per_host"] = info.ranks_per_host;
+  record["backend"] = info.backend;
+  record["device"] = info.device;
+  record["threads_per_rank"] = info.threads_per_rank;
+  record["threads_source"] = info.threads_source;
+  record["torch_version"] = info.torch_version;
+  record["bootstrap"] = info.bootstrap;
+  record["launcher"] = info.launcher;
+  record["restart_count"] = info.restart_count;
+  record["data"] = info.data_description;
+  record["train_samples"] = info.train_samples;
+  record["test_samples"] = info.test_samples;
+  record["parameters"] = info.parameters;
+  record["accelerator"] = info.accelerator;
+  record["peak_tflops"] = info.peak_tflops;
+  record["checkpoint_dir"] = info.checkpoint_dir;
+  record["config"] = info.config_yaml;
+  write_event(json_line(record));
 }
 
 void RunLogger::info(const std::string& message) {
   if (!is_root_) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  clear_bar();
+  meter_->clear();
   out_ << message << "\n";
   flush_console();
 }
@@ -157,26 +171,34 @@ void RunLogger::info(const std::string& message) {
 void RunLogger::train_progress(const ProgressInfo& progress) {
   if (!is_root_) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  clear_bar();
+  meter_->clear();
   out_ << (options_.format == LogFormat::kKatib ? katib_progress_line(progress) : pytorch_progress_line(progress))
       << "\n";
   flush_console();
 }
 
-void RunLogger::step_progress(int64_t epoch, int64_t step, int64_t steps) {
-  if (!is_root_ || !draw_bar_) return;
+void RunLogger::begin_progress(const std::string& phase, int64_t done, int64_t total) {
+  if (!is_root_) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  // Redrawing every step would cost more than a small model's step; five times a second is enough.
-  if (step != steps && bar_visible_ && since_bar_.elapsed_s() < 0.2) return;
-  since_bar_.reset();
-  std::cerr << "\repoch " << epoch << " " << progress_bar(step, steps, 30) << std::flush;
-  bar_visible_ = true;
+  meter_->begin(phase, done, total);
+}
+
+void RunLogger::progress(int64_t done) {
+  if (!is_root_) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  meter_->update(done);
+}
+
+void RunLogger::end_progress() {
+  if (!is_root_) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  meter_->end();
 }
 
 void RunLogger::epoch_end(const EpochStats& stats) {
   if (!is_root_) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  clear_bar();
+  meter_->end();
   if (options_.format == LogFormat::kPytorch) {
     out_ << "\n" << pytorch_test_line(stats) << "\n\n";
   }
@@ -189,8 +211,11 @@ void RunLogger::epoch_end(const EpochStats& stats) {
 void RunLogger::finished_run(const EpochStats& last) {
   if (!is_root_) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  clear_bar();
-  write_event(epoch_metrics(event("finished_run"), last).add("checkpoint", last.checkpoint_path).str());
+  meter_->end();
+  JsonRecord record = epoch_metrics("finished_run", last);
+  record["checkpoint"] = last.checkpoint_path;
+  add_katib_metrics(record, last);
+  write_event(json_line(record));
   if (options_.format == LogFormat::kPytorch) out_ << "\n" << pytorch_test_line(last) << "\n\n";
   out_ << finished_run_line(last) << "\n";
   if (options_.format == LogFormat::kKatib) out_ << katib_metrics_line(last, std::time(nullptr)) << "\n";
@@ -200,82 +225,88 @@ void RunLogger::finished_run(const EpochStats& last) {
 void RunLogger::run_end(const RunSummary& summary) {
   if (!is_root_) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  clear_bar();
+  meter_->end();
   out_ << run_summary_line(summary) << "\n";
   flush_console();
-  JsonObject record = event("run_end");
-  record.add("epochs_run", summary.epochs_run).add("total_s", summary.total_s);
+  JsonRecord record = event("run_end");
+  record["epochs_run"] = summary.epochs_run;
+  record["total_s"] = summary.total_s;
   add_metrics(record, "final_test_", summary.final_test);
-  write_event(record.add("peak_rss_bytes", summary.peak_rss_bytes).str());
+  record["peak_rss_bytes"] = summary.peak_rss_bytes;
+  write_event(json_line(record));
   events_->sync();
 }
 
 void RunLogger::samples_written(int64_t epoch, const std::vector<std::string>& paths) {
   if (!is_root_ || paths.empty()) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  clear_bar();
-  std::string listed;
-  for (const std::string& path : paths) listed += (listed.empty() ? "" : ", ") + path;
-  out_ << "samples of epoch " << epoch << ": " << listed << "\n";
+  meter_->clear();
+  out_ << "samples of epoch " << epoch << ": " << join(paths) << "\n";
   flush_console();
-  write_event(event("samples").add("epoch", epoch).add("paths", paths).str());
+  JsonRecord record = event("samples");
+  record["epoch"] = epoch;
+  record["paths"] = paths;
+  write_event(json_line(record));
 }
 
-void RunLogger::profile_written(const ProfileRecord& record) {
+void RunLogger::profile_written(const ProfileRecord& profile) {
   if (!is_root_) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  clear_bar();
-  out_ << "profile of steps " << record.first_step << "-" << record.last_step << " on rank " << record.rank << ": "
-       << record.trace_path << " (open in ui.perfetto.dev), " << record.table_path
-       << (record.kineto ? "" : " (this LibTorch has no Kineto: CPU operators only)") << "\n";
+  meter_->clear();
+  out_ << "profile of steps " << profile.first_step << "-" << profile.last_step << " on rank " << profile.rank << ": "
+       << profile.trace_path << " (open in ui.perfetto.dev), " << profile.table_path
+       << (profile.kineto ? "" : " (this LibTorch has no Kineto: CPU operators only)") << "\n";
   flush_console();
-  write_event(event("profile")
-                  .add("rank", record.rank)
-                  .add("first_step", record.first_step)
-                  .add("last_step", record.last_step)
-                  .add("kineto", record.kineto)
-                  .add("cuda", record.cuda)
-                  .add("events", record.events)
-                  .add("trace", record.trace_path)
-                  .add("table", record.table_path)
-                  .str());
+  JsonRecord record = event("profile");
+  record["rank"] = profile.rank;
+  record["first_step"] = profile.first_step;
+  record["last_step"] = profile.last_step;
+  record["kineto"] = profile.kineto;
+  record["cuda"] = profile.cuda;
+  record["events"] = profile.events;
+  record["trace"] = profile.trace_path;
+  record["table"] = profile.table_path;
+  write_event(json_line(record));
 }
 
-void RunLogger::checkpoint_written(const CheckpointRecord& record) {
+void RunLogger::checkpoint_written(const CheckpointRecord& checkpoint) {
   if (!is_root_) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  write_event(event("checkpoint")
-                  .add("epoch", record.epoch)
-                  .add("step", record.step)
-                  .add("epoch_samples", record.epoch_samples)
-                  .add("path", record.path)
-                  .add("save_s", record.save_s)
-                  .str());
+  JsonRecord record = event("checkpoint");
+  record["epoch"] = checkpoint.epoch;
+  record["step"] = checkpoint.step;
+  record["epoch_samples"] = checkpoint.epoch_samples;
+  record["path"] = checkpoint.path;
+  record["save_s"] = checkpoint.save_s;
+  write_event(json_line(record));
 }
 
 void RunLogger::resumed(const ResumeRecord& r) {
   if (!is_root_) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  clear_bar();
+  meter_->clear();
   out_ << "resumed " << (r.step > 0 ? "epoch " + std::to_string(r.epoch) + " at step " + std::to_string(r.step + 1)
                                     : "at epoch " + std::to_string(r.epoch))
        << " from " << r.checkpoint << " (world size " << r.from_world_size << " then, " << r.world_size << " now"
        << (r.restart_count > 0 ? "; torchrun restart " + std::to_string(r.restart_count) : "")
        << (r.steps_redone >= 0 ? "; " + std::to_string(r.steps_redone) + " steps to redo" : "") << ")\n";
   flush_console();
-  JsonObject record = event("resume");
-  record.add("checkpoint", r.checkpoint)
-      .add("restart_count", r.restart_count)
-      .add("from_world_size", r.from_world_size)
-      .add("world_size", r.world_size)
-      .add("epoch", r.epoch)
-      .add("step", r.step)
-      .add("epoch_samples", r.epoch_samples)
-      .add("restore_s", r.restore_s)
-      .add("unix_time_ms", static_cast<int64_t>(std::llround(r.unix_time_s * 1000.0)));
-  if (r.steps_redone >= 0) record.add("steps_redone", r.steps_redone).add("restart_s", r.restart_s);
-  if (r.lost_s >= 0) record.add("lost_s", r.lost_s);
-  write_event(record.str());
+  JsonRecord record = event("resume");
+  record["checkpoint"] = r.checkpoint;
+  record["restart_count"] = r.restart_count;
+  record["from_world_size"] = r.from_world_size;
+  record["world_size"] = r.world_size;
+  record["epoch"] = r.epoch;
+  record["step"] = r.step;
+  record["epoch_samples"] = r.epoch_samples;
+  record["restore_s"] = r.restore_s;
+  record["unix_time_ms"] = static_cast<int64_t>(std::llround(r.unix_time_s * 1000.0));
+  if (r.steps_redone >= 0) {
+    record["steps_redone"] = r.steps_redone;
+    record["restart_s"] = r.restart_s;
+  }
+  if (r.lost_s >= 0) record["lost_s"] = r.lost_s;
+  write_event(json_line(record));
 }
 
 void RunLogger::resource_samples(int rank, const std::vector<ResourceSample>& samples) {
@@ -284,22 +315,22 @@ void RunLogger::resource_samples(int rank, const std::vector<ResourceSample>& sa
   for (const ResourceSample& s : samples) {
     // "time" as every record has it, when the sample was taken (the record is written at the epoch's end);
     // "unix_time_ms" to the millisecond, for time series.
-    JsonObject record;
-    record.add("event", "sample")
-        .add("time", utc_timestamp(static_cast<std::time_t>(s.unix_time_s)))
-        .add("unix_time_ms", static_cast<int64_t>(std::llround(s.unix_time_s * 1000.0)))
-        .add("rank", rank)
-        .add("cpu_percent", s.cpu_percent)
-        .add("rss_bytes", s.rss_bytes)
-        .add("host_mem_used_bytes", s.host_mem_used_bytes)
-        .add("net_rx_bytes", s.net_rx_bytes)
-        .add("net_tx_bytes", s.net_tx_bytes);
-    if (s.gpu_util_percent) record.add("gpu_util_percent", *s.gpu_util_percent);
-    if (s.gpu_mem_used_bytes) record.add("gpu_mem_used_bytes", *s.gpu_mem_used_bytes);
-    if (s.gpu_mem_bw_util_percent) record.add("gpu_mem_bw_util_percent", *s.gpu_mem_bw_util_percent);
-    if (s.gpu_power_w) record.add("gpu_power_w", *s.gpu_power_w);
-    if (s.gpu_sm_clock_mhz) record.add("gpu_sm_clock_mhz", *s.gpu_sm_clock_mhz);
-    lines += record.str();
+    JsonRecord record = JsonRecord::object();
+    record["event"] = "sample";
+    record["time"] = utc_timestamp(static_cast<std::time_t>(s.unix_time_s));
+    record["unix_time_ms"] = static_cast<int64_t>(std::llround(s.unix_time_s * 1000.0));
+    record["rank"] = rank;
+    record["cpu_percent"] = s.cpu_percent;
+    record["rss_bytes"] = s.rss_bytes;
+    record["host_mem_used_bytes"] = s.host_mem_used_bytes;
+    record["net_rx_bytes"] = s.net_rx_bytes;
+    record["net_tx_bytes"] = s.net_tx_bytes;
+    if (s.gpu_util_percent) record["gpu_util_percent"] = *s.gpu_util_percent;
+    if (s.gpu_mem_used_bytes) record["gpu_mem_used_bytes"] = *s.gpu_mem_used_bytes;
+    if (s.gpu_mem_bw_util_percent) record["gpu_mem_bw_util_percent"] = *s.gpu_mem_bw_util_percent;
+    if (s.gpu_power_w) record["gpu_power_w"] = *s.gpu_power_w;
+    if (s.gpu_sm_clock_mhz) record["gpu_sm_clock_mhz"] = *s.gpu_sm_clock_mhz;
+    lines += json_line(record);
     lines += "\n";
   }
   lines.pop_back();  // write_event ends the last line
@@ -310,23 +341,25 @@ void RunLogger::resource_samples(int rank, const std::vector<ResourceSample>& sa
 void RunLogger::warning(const std::string& message) {
   if (!is_root_) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  clear_bar();
+  meter_->clear();
   std::cerr << "dtrain: warning: " << message << std::endl;
-  write_event(event("warning").add("message", message).str());
+  JsonRecord record = event("warning");
+  record["message"] = message;
+  write_event(json_line(record));
 }
 
 void RunLogger::error(const std::string& message, int rank, const ActivitySnapshot& where) noexcept {
   if (!is_root_) return;
   std::lock_guard<std::mutex> lock(mutex_);
   try {
-    clear_bar();
-    write_event(event("error")
-                    .add("message", message)
-                    .add("rank", static_cast<int64_t>(rank))
-                    .add("phase", std::string(to_string(where.phase)))
-                    .add("epoch", where.epoch)
-                    .add("step", where.step)
-                    .str());
+    meter_->clear();
+    JsonRecord record = event("error");
+    record["message"] = message;
+    record["rank"] = rank;
+    record["phase"] = to_string(where.phase);
+    record["epoch"] = where.epoch;
+    record["step"] = where.step;
+    write_event(json_line(record));
     events_->sync();
   } catch (const std::exception& e) {
     std::cerr << "dtrain: the run log has no record of this error: " << e.what() << std::endl;

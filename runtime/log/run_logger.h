@@ -1,5 +1,6 @@
-// The run's output: console lines on rank 0 (per-epoch metrics in the chosen format, progress lines, a
-// progress bar on terminals) and the JSON-lines run log plus the effective config in a run directory.
+// The run's output: console lines on rank 0 (per-epoch metrics in the chosen format, Train Epoch lines,
+// the live progress of log.progress on stderr) and the JSON-lines run log plus the effective config in
+// the run directory (runtime/train/run_directory.h chooses and creates it).
 // On every other rank each method returns at once, so callers need not check the rank. Every write is
 // checked: a full disk or a closed stdout throws IoError instead of losing the record that cross-platform
 // comparisons rely on. Thread-safe: warnings and errors may come from the heartbeat thread.
@@ -13,24 +14,30 @@
 #include <vector>
 
 #include "runtime/config/config.h"
+#include "runtime/log/progress_meter.h"
 #include "runtime/log/run_events.h"
 #include "runtime/util/activity.h"
 #include "runtime/util/file_io.h"
-#include "runtime/util/timer.h"
 
 namespace dtrain {
 
 class RunLogger final {
  public:
-  // On rank 0 creates <options.dir>/<UTC time>-<workload>/ with events.jsonl. Throws IoError if the
-  // directory or the log cannot be created. Console lines go to `console` (stdout by default); the
-  // progress bar goes to stderr.
-  RunLogger(const LogOptions& options, bool is_root, const std::string& workload, std::ostream& console = std::cout);
+  // On rank 0 appends to <run_dir>/events.jsonl (a continued run adds to its log), creating it; throws
+  // IoError if it cannot. Other ranks pass "" and write nothing. Console lines go to `console` (stdout by
+  // default), the live progress to `progress` (stderr by default) in the style log.progress asks for
+  // (auto: a bar where a terminal shows stderr, else lines).
+  RunLogger(const LogOptions& options, bool is_root, std::string run_dir, std::ostream& console = std::cout,
+            std::ostream& progress = std::cerr);
 
   void run_start(const RunInfo& info);  // also writes config.yaml beside the log
   void info(const std::string& message);  // a one-off console line, e.g. where a resume started
-  void train_progress(const ProgressInfo& progress);
-  void step_progress(int64_t epoch, int64_t step, int64_t steps);  // the terminal progress bar only
+  void train_progress(const ProgressInfo& progress);  // a Train Epoch line
+  // The live progress of one phase (see ProgressMeter): `total` global samples, `done` of them before it
+  // began; then how many are done; then its end, before the epoch's lines.
+  void begin_progress(const std::string& phase, int64_t done, int64_t total);
+  void progress(int64_t done);
+  void end_progress();
   void epoch_end(const EpochStats& stats);
   // A resumed run whose checkpoint already reached train.epochs: its last epoch's metrics, printed as an
   // epoch end is (with the Katib line) but logged as `finished_run` since this run trained nothing.
@@ -62,17 +69,15 @@ class RunLogger final {
  private:
   void write_event(const std::string& json_line);  // mutex held
   void flush_console();                            // mutex held
-  void clear_bar();                                // mutex held
 
   std::mutex mutex_;
   LogOptions options_;
   bool is_root_;
-  bool draw_bar_ = false;
-  bool bar_visible_ = false;
-  Stopwatch since_bar_;
   std::string run_dir_;
   std::unique_ptr<AppendFile> events_;
   std::ostream& out_;
+  std::ostream& progress_out_;
+  std::unique_ptr<ProgressMeter> meter_;  // rank 0
 };
 
 }  // namespace dtrain

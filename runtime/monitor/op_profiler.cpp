@@ -10,7 +10,7 @@
 #include <map>
 #include <unordered_map>
 
-#include "runtime/log/json_writer.h"
+#include "runtime/log/json_line.h"
 #include "runtime/util/check.h"
 #include "runtime/util/error.h"
 #include "runtime/util/file_io.h"
@@ -151,22 +151,22 @@ std::string chrome_trace_json(const std::vector<ProfileEvent>& events, const std
     first = false;
   }
   const int64_t pid = ::getpid();
-  std::string json = "{\"displayTimeUnit\":\"ms\",\"otherData\":" + JsonObject().add("note", note).str() +
-                     ",\"traceEvents\":[";
-  bool comma = false;
+  JsonRecord trace = JsonRecord::object();
+  trace["displayTimeUnit"] = "ms";
+  trace["otherData"]["note"] = note;
+  JsonRecord& records = trace["traceEvents"] = JsonRecord::array();
   for (const ProfileEvent& e : events) {
-    JsonObject record;
-    record.add("name", e.name)
-        .add("cat", e.on_device ? "kernel" : "cpu_op")
-        .add("ph", "X")
-        .add("pid", pid)
-        .add("tid", static_cast<int64_t>(e.on_device ? 0 : e.thread))
-        .add("ts", static_cast<double>(e.start_ns - origin) / 1e3)
-        .add("dur", static_cast<double>(e.duration_ns) / 1e3);
-    json += (comma ? ",\n" : "\n") + record.str();
-    comma = true;
+    JsonRecord record = JsonRecord::object();
+    record["name"] = e.name;
+    record["cat"] = e.on_device ? "kernel" : "cpu_op";
+    record["ph"] = "X";
+    record["pid"] = pid;
+    record["tid"] = static_cast<int64_t>(e.on_device ? 0 : e.thread);
+    record["ts"] = static_cast<double>(e.start_ns - origin) / 1e3;
+    record["dur"] = static_cast<double>(e.duration_ns) / 1e3;
+    records.push_back(std::move(record));
   }
-  return json + "\n]}\n";
+  return json_line(trace) + "\n";
 }
 
 OpProfiler::OpProfiler(bool cuda) : cuda_(cuda) {

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "runtime/monitor/nvml.h"
+#include "runtime/util/timer.h"
 
 namespace dtrain {
 namespace {
@@ -30,10 +31,6 @@ std::vector<std::string> split_list(const std::string& text) {
     if (!item.empty()) items.push_back(item);
   }
   return items;
-}
-
-double unix_now_s() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace

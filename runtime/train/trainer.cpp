@@ -36,10 +36,6 @@ constexpr int64_t kNonFiniteCheckSteps = 100;
 // steps: the checkpoint comes at most this many steps late, and the steps between pay nothing.
 constexpr int64_t kCheckpointClockSteps = 10;
 
-double unix_now_s() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 // Training FLOPs are counted over this many steps at the start of a run (enough for a GAN's generator
 // step to come round), then per sample for the rest.
 constexpr int64_t kFlopCountSteps = 8;
@@ -324,7 +320,7 @@ TrainResult Trainer::run(RunInfo info) {
     } else {
       // Format 1 checkpoints did not store metrics; the restored model gives the test figures again.
       set_phase(Phase::kEvaluating, restored_->epoch);
-      const MetricSums test = evaluate();
+      const MetricSums test = evaluate(restored_->epoch);
       last.epoch = restored_->epoch;
       last.epochs = std::max(restored_->epoch, config_.train.epochs);
       last.test = test.reduce(comm_);
@@ -360,7 +356,7 @@ TrainResult Trainer::run(RunInfo info) {
     }
     phase.reset();
     set_phase(Phase::kEvaluating, epoch);
-    const MetricSums test = evaluate();
+    const MetricSums test = evaluate(epoch);
     MetricSums counts({"train_samples"}, at::TensorOptions(at::kCPU));
     counts.add("train_samples", at::tensor(static_cast<double>(stats.train_samples), at::kDouble),
                static_cast<double>(stats.train_samples));
@@ -547,6 +543,10 @@ MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
   if (opt.max_steps > 0) steps = std::max(first_step, std::min(steps, opt.max_steps));
   stats.steps = steps - first_step;
   stats.first_step = first_step + 1;
+  const int64_t global_per_step = opt.batch_size * comm_.world_size();
+  const int64_t epoch_samples = std::min(train.size(), steps * global_per_step);
+  logger_.begin_progress("epoch " + std::to_string(epoch) + "/" + std::to_string(opt.epochs),
+                         std::min(epoch_samples, first_step * global_per_step), epoch_samples);
   const bool skip_nonfinite = opt.on_nonfinite == NonFinitePolicy::kSkipStep;
   const int64_t check_every = config_.log.interval > 0 ? config_.log.interval : kNonFiniteCheckSteps;
   auto check_device_flag = [&] {
@@ -643,7 +643,7 @@ MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
         ProgressInfo progress;
         progress.epoch = epoch;
         progress.samples_total = train.size();
-        progress.samples_done = std::min(train.size(), (step + 1) * opt.batch_size * comm_.world_size());
+        progress.samples_done = std::min(train.size(), (step + 1) * global_per_step);
         progress.metrics = progress_values;
         logger_.train_progress(progress);
         mark_progress(epoch, progress.samples_done);
@@ -651,8 +651,9 @@ MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
       interval_sums.zero();
       interval_first_step = step + 2;
     }
-    logger_.step_progress(epoch, step + 1, steps);
+    logger_.progress(std::min(epoch_samples, (step + 1) * global_per_step));
   }
+  logger_.end_progress();
   if (device_.is_cuda()) check_device_flag();
   stats.skipped_steps = state_.skipped_steps();
   if (const LossScaler* scaler = state_.scaler(); scaler != nullptr && scaler->skipped_steps() > 0) {
@@ -673,9 +674,10 @@ int64_t Trainer::eval_samples() const {
   return limit > 0 ? std::min(limit, data_.test->size()) : data_.test->size();
 }
 
-MetricSums Trainer::evaluate() {
+MetricSums Trainer::evaluate(int64_t epoch) {
   // The first eval_samples() of the test set, whatever the world size: the figures do not depend on it.
-  const Range shard = eval_shard(eval_samples(), comm_.rank(), comm_.world_size());
+  const int64_t total = eval_samples();
+  const Range shard = eval_shard(total, comm_.rank(), comm_.world_size());
   sync_buffers();  // every rank evaluates rank 0's model, the one its checkpoint holds
   for (TrainedModule& m : state_.modules()) m.module->eval();
   at::NoGradGuard no_grad;
@@ -683,11 +685,18 @@ MetricSums Trainer::evaluate() {
   std::vector<int64_t> indices(static_cast<size_t>(shard.end - shard.begin));
   std::iota(indices.begin(), indices.end(), shard.begin);
   const std::unique_ptr<BatchStream> stream = data_.test->stream(std::move(indices), config_.train.eval_batch_size, std::nullopt);
+  // Progress counts rank 0's share of its shard, scaled to the whole: the shards are equal to a sample.
+  const int64_t shard_size = shard.end - shard.begin;
+  logger_.begin_progress("evaluation " + std::to_string(epoch) + "/" + std::to_string(config_.train.epochs), 0, total);
+  int64_t evaluated = 0;
   Batch batch;
   while (stream->next(batch)) {
     batch.inputs = model_layout(batch.inputs);
     step_->evaluate(batch, state_, sums);
+    evaluated += batch.size;
+    if (shard_size > 0) logger_.progress(total * evaluated / shard_size);
   }
+  logger_.end_progress();
   return sums;
 }
 

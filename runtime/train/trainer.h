@@ -92,7 +92,7 @@ class Trainer final {
   // Rank 0, at progress lines and checkpoints, when checkpoints inside epochs are on: where training is,
   // for the cost report of a later resume.
   void mark_progress(int64_t epoch, int64_t epoch_samples);
-  MetricSums evaluate();
+  MetricSums evaluate(int64_t epoch);  // with the live progress of "evaluation <epoch>/<epochs>"
   int64_t eval_samples() const;  // test samples evaluated after each epoch (train.eval_samples)
   // Image batches in NHWC order with train.channels_last; other inputs as they are.
   at::Tensor model_layout(const at::Tensor& inputs) const;

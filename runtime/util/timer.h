@@ -1,4 +1,5 @@
-// Monotonic wall-clock timing for per-step and per-epoch measurements.
+// Monotonic wall-clock timing for per-step and per-epoch measurements, and the calendar time that records
+// and comparisons across hosts use.
 #pragma once
 
 #include <chrono>
@@ -15,5 +16,10 @@ class Stopwatch final {
   using Clock = std::chrono::steady_clock;
   Clock::time_point start_;
 };
+
+// Seconds since 1970 (the system clock): comparable across the hosts of a job, not monotonic.
+inline double unix_now_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 
 }  // namespace dtrain

@@ -11,8 +11,8 @@
 #include "runtime/train/trainer.h"
 #include "test/mpi/mpi_test_support.h"
 #include "test/support/params.h"
-#include "test/support/temp_dir.h"
 #include "test/support/train_run.h"
+#include "test/support/temp_dir.h"
 #include "test/support/tiny_cnn_workload.h"
 #include "test/support/tiny_workload.h"
 
@@ -154,8 +154,9 @@ TEST_CASE("BatchNorm statistics are rank 0's on every rank after training, so ev
     return std::make_unique<BucketedReducer>(std::move(params), buffers, c, ReducerOptions{BucketOptions{512, 64}});
   };
   std::ostringstream console;
-  RunLogger logger(config.log, comm->is_root(), config.workload, console);
-  Trainer trainer(config, *workload, *comm, logger, make_reducer);
+  const std::unique_ptr<RunDirectory> run_dir = test::open_run_directory(config, *comm);
+  RunLogger logger(config.log, comm->is_root(), run_dir ? run_dir->path() : "", console);
+  Trainer trainer(test::resolved(config, run_dir.get()), *workload, *comm, logger, make_reducer);
   trainer.run(RunInfo{});
   torch::nn::Module& model = *trainer.state().modules().front().module;
   const at::Tensor buffers = test::flat_buffers(model);

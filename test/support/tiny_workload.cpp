@@ -69,7 +69,7 @@ TrainConfig tiny_config(const std::string& dir) {
   config.train.epochs = 2;
   config.log.dir = dir + "/logs";
   config.log.interval = 0;
-  config.log.progress_bar = false;
+  config.log.progress = ProgressMode::kOff;
   config.log.sample_interval_s = 0;  // tests that look at the run log's records count them exactly
   config.checkpoint.dir = dir + "/checkpoints";
   return config;

@@ -5,12 +5,15 @@
 #include <ATen/ATen.h>
 
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "runtime/comm/local_communicator.h"
+#include "runtime/config/config_yaml.h"
 #include "runtime/reduce/bucketed_reducer.h"
+#include "runtime/train/run_directory.h"
 #include "runtime/train/trainer.h"
 #include "test/support/params.h"
 
@@ -24,6 +27,17 @@ struct TrainRun {
   std::string console;
 };
 
+// The run directory of a test's run, opened on rank 0 as dtrain opens it (nullptr on other ranks).
+inline std::unique_ptr<RunDirectory> open_run_directory(const TrainConfig& config, const Communicator& comm) {
+  return comm.is_root() ? RunDirectory::open(config, 0.0) : nullptr;
+}
+
+// `config` with checkpoint.dir where `run_dir` put it (rank 0; other ranks keep the configured one).
+inline TrainConfig resolved(TrainConfig config, const RunDirectory* run_dir) {
+  if (run_dir != nullptr) config.checkpoint.dir = run_dir->checkpoint_dir();
+  return config;
+}
+
 // `device_steps`: optimizer steps taken on the device (TrainState::enable_device_steps), as a captured step
 // takes them.
 inline TrainRun train_run(const TrainConfig& config, const Workload& workload, Communicator& comm,
@@ -34,12 +48,16 @@ inline TrainRun train_run(const TrainConfig& config, const Workload& workload, C
     return std::make_unique<BucketedReducer>(std::move(params), buffers, c, buckets);
   };
   std::ostringstream console;
-  RunLogger logger(config.log, comm.is_root(), config.workload, console);
-  Trainer trainer(config, workload, comm, logger, make_reducer, device);
+  const std::unique_ptr<RunDirectory> run_dir = open_run_directory(config, comm);
+  RunLogger logger(config.log, comm.is_root(), run_dir ? run_dir->path() : "", console);
+  Trainer trainer(resolved(config, run_dir.get()), workload, comm, logger, make_reducer, device);
   if (device_steps) trainer.state().enable_device_steps();
   trainer.restore();
   TrainRun run;
-  run.result = trainer.run(RunInfo{});
+  RunInfo info;  // as dtrain fills it: later runs find this one's workload in its config.yaml
+  info.workload = config.workload;
+  info.config_yaml = to_yaml(config);
+  run.result = trainer.run(info);
   std::vector<at::Tensor> all;
   std::vector<at::Tensor> buffers;
   for (const TrainedModule& m : trainer.state().modules()) {

@@ -60,14 +60,26 @@ TEST_CASE("a checkpoint that does not fit the model is rejected before anything 
 TEST_CASE("pruning keeps the checkpoint just written and leaves later epochs alone", "[checkpoint]") {
   test::TempDir dir;
   TrainConfig config = test::tiny_config(dir.path());
-  config.train.epochs = 2;
   config.checkpoint.keep = 1;
   std::filesystem::create_directories(config.checkpoint.dir);
-  // Another run's newer checkpoint in the same directory.
+  // A newer checkpoint in the directory (a run's directory holds one run, but a file may be copied in).
   const std::string foreign = config.checkpoint.dir + "/checkpoint-epoch-000009.pt";
   std::ofstream(foreign) << "another run";
-  const test::TrainRun run = test::train_alone(config, *test::make_tiny_workload());
-  CHECK(std::filesystem::exists(run.result.epochs.back().checkpoint_path));
+  auto workload = test::make_tiny_workload();
+  auto model = workload->make_model({});
+  std::vector<TrainedModule> modules;
+  modules.push_back({"model", model, make_optimizer(config.train, *model), nullptr, nullptr});
+  LocalCommunicator comm;
+  const Checkpointer checkpointer(config.checkpoint, comm);
+  CheckpointMeta meta;
+  meta.workload = "tiny";
+  meta.optimizer = "sgd";
+  meta.world_size = 1;
+  for (int64_t epoch : {1, 2}) {
+    meta.epoch = epoch;
+    CHECK(checkpointer.save(meta, modules) == config.checkpoint.dir + "/checkpoint-epoch-00000" + std::to_string(epoch) + ".pt");
+  }
+  CHECK(std::filesystem::exists(config.checkpoint.dir + "/checkpoint-epoch-000002.pt"));
   CHECK_FALSE(std::filesystem::exists(config.checkpoint.dir + "/checkpoint-epoch-000001.pt"));
   CHECK(std::filesystem::exists(foreign));
 }
@@ -88,7 +100,8 @@ TEST_CASE("odd checkpoint names and paths are clear errors", "[checkpoint]") {
 
   std::filesystem::remove_all(config.checkpoint.dir);
   std::ofstream(config.checkpoint.dir) << "a file, not a directory";
-  CHECK_THAT(test::training_error<DataError>(config, *test::make_tiny_workload()), Contains("' is not a directory"));
+  CHECK_THAT(test::training_error<ConfigError>(config, *test::make_tiny_workload()),
+             Contains("checkpoint.dir '" + config.checkpoint.dir + "' exists but is not a directory"));
 }
 
 TEST_CASE("resuming a finished run reports its final metrics from the checkpoint", "[checkpoint][train]") {

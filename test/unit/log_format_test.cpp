@@ -2,8 +2,11 @@
 
 #include <regex>
 
-#include "runtime/log/json_writer.h"
+#include <sstream>
+
+#include "runtime/log/json_line.h"
 #include "runtime/log/log_format.h"
+#include "runtime/log/progress_meter.h"
 
 using namespace dtrain;
 
@@ -74,26 +77,113 @@ TEST_CASE("no console line contains the substring 'real'", "[log]") {
   const EpochStats s = sample_stats();
   ProgressInfo p{1, 1280, 60000, MetricValues({{"loss", 0.5, 640, 1280}})};
   for (const std::string& line : {katib_metrics_line(s, 0), katib_progress_line(p), pytorch_progress_line(p),
-                                  pytorch_test_line(s), epoch_summary_line(s), progress_bar(5, 10, 20),
+                                  pytorch_test_line(s), epoch_summary_line(s),
+                                  progress_bar_text(ProgressState{"evaluation 2/10", 5, 10, 3.5}, 20),
+                                  progress_line_text(ProgressState{"epoch 2/10", 5, 10, 3.5}),
                                   run_summary_line(RunSummary{2, 12.5, s.test, {1 << 30}})}) {
     CHECK(line.find("real") == std::string::npos);
   }
 }
 
-TEST_CASE("the progress bar is bounded", "[log]") {
-  CHECK(progress_bar(0, 10, 10) == "[>         ]   0% 0/10 steps");
-  CHECK(progress_bar(10, 10, 10) == "[==========] 100% 10/10 steps");
-  CHECK(progress_bar(20, 10, 4) == "[====] 100% 20/10 steps");
+TEST_CASE("the progress bar and line show how far, how fast and how long is left", "[log][progress]") {
+  const ProgressState state{"epoch 2/10", 36000, 60000, 1534.4};
+  CHECK(progress_bar_text(state, 20) == "epoch 2/10 [############........]  60% 36000/60000 | 1534 samples/s | 0:16 left");
+  CHECK(progress_line_text(state) == "progress: epoch 2/10 60% (36000/60000 samples) | 1534 samples/s | 0:16 left");
+  // Before the first rate there is no estimate; past the end the bar stays full.
+  CHECK(progress_line_text(ProgressState{"evaluation 1/1", 0, 10000, 0}) ==
+        "progress: evaluation 1/1 0% (0/10000 samples) | -- samples/s | --:-- left");
+  CHECK(progress_bar_text(ProgressState{"epoch 1/1", 12, 10, 5}, 4) == "epoch 1/1 [####] 100% 12/10 | 5 samples/s | 0:00 left");
+  CHECK(format_duration(59.4) == "0:59");
+  CHECK(format_duration(3725) == "1:02:05");
+  CHECK(format_duration(-1) == "--:--");
 }
 
-TEST_CASE("JSON objects escape strings and turn non-finite numbers into null", "[log]") {
-  const std::string json = JsonObject()
-                               .add("s", "a\"b\\c\n\x01")
-                               .add("x", 1.5)
-                               .add("nan", std::nan(""))
-                               .add("n", int64_t{-3})
-                               .add("b", true)
-                               .add("hosts", std::vector<std::string>{"h1", "h2"})
-                               .str();
-  CHECK(json == R"({"s":"a\"b\\c\n\u0001","x":1.5,"nan":null,"n":-3,"b":true,"hosts":["h1","h2"]})");
+TEST_CASE("progress output never looks like a Katib metric or bash time", "[log][progress]") {
+  // Katib's StdOut collector takes "name=number" anywhere in a line for a metric; analysis tools take a
+  // line with "real" for bash time's.
+  const std::regex katib_filter(R"(([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?))");
+  for (const ProgressState& state : {ProgressState{"epoch 12/100", 0, 60000, 0}, ProgressState{"epoch 1/1", 60000, 60000, 1e6},
+                                     ProgressState{"evaluation 3/3", 4500, 10000, 3.25}}) {
+    for (const std::string& text : {progress_bar_text(state, 30), progress_line_text(state)}) {
+      CHECK_FALSE(std::regex_search(text, katib_filter));
+      CHECK(text.find('=') == std::string::npos);
+      CHECK(text.find("real") == std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("the progress meter redraws a bar in place and prints lines at most every interval", "[log][progress]") {
+  double now = 100.0;
+  auto clock = [&now] { return now; };
+  std::ostringstream lines_out;
+  ProgressMeter lines(ProgressStyle::kLines, 5.0, lines_out, clock);
+  lines.begin("epoch 1/2", 0, 1000);
+  for (int step = 1; step <= 10; ++step) {
+    now += 1.0;  // 100 samples a second
+    lines.update(step * 100);
+  }
+  lines.end();
+  // A line 5 s and 10 s after the start; the rate counts from the first update (at 100 samples).
+  CHECK(lines_out.str() ==
+        "progress: epoch 1/2 50% (500/1000 samples) | 100 samples/s | 0:05 left\n"
+        "progress: epoch 1/2 100% (1000/1000 samples) | 100 samples/s | 0:00 left\n");
+
+  std::ostringstream bar_out;
+  ProgressMeter bar(ProgressStyle::kBar, 5.0, bar_out, clock);
+  bar.begin("evaluation 1/2", 0, 100);
+  bar.update(10);  // drawn: nothing was visible
+  now += 0.1;
+  bar.update(20);  // too soon after the last draw
+  now += 0.2;
+  bar.update(40);
+  bar.clear();  // another line is about to be printed
+  bar.update(50);  // drawn again at once
+  bar.end();
+  const std::string out = bar_out.str();
+  CHECK(out.find("\revaluation 1/2 [") == 0);
+  CHECK(out.find(" 10/100 |") != std::string::npos);
+  CHECK(out.find(" 20/100 |") == std::string::npos);
+  CHECK(out.find(" 40/100 | 100 samples/s | 0:01 left") != std::string::npos);
+  CHECK(out.find(" 50/100 |") != std::string::npos);
+  CHECK(out.substr(out.size() - 4) == "\r\033[K");  // end() leaves a clean line for the epoch's lines
+  CHECK(out.find('\n') == std::string::npos);
+
+  std::ostringstream off_out;
+  ProgressMeter off(ProgressStyle::kOff, 5.0, off_out, clock);
+  off.begin("epoch 1/1", 0, 10);
+  now += 60;
+  off.update(10);
+  off.end();
+  CHECK(off_out.str().empty());
+}
+
+TEST_CASE("JSON records escape strings, keep their key order and turn non-finite numbers into null", "[log]") {
+  JsonRecord record = JsonRecord::object();
+  record["s"] = "a\"b\\c\n\x01";
+  record["x"] = 1.5;
+  record["nan"] = std::nan("");
+  record["n"] = int64_t{-3};
+  record["b"] = true;
+  record["hosts"] = std::vector<std::string>{"h1", "h2"};
+  record["nested"]["k"] = 1;
+  CHECK(json_line(record) == R"({"s":"a\"b\\c\n\u0001","x":1.5,"nan":null,"n":-3,"b":true,"hosts":["h1","h2"],"nested":{"k":1}})");
+}
+
+TEST_CASE("JSON records are valid UTF-8 whatever bytes their strings hold", "[log]") {
+  JsonRecord record = JsonRecord::object();
+  record["path"] = std::string("logs-\xe9t\xc3\xa9/run");  // a Latin-1 e-acute, then a UTF-8 one
+  record["cut"] = std::string("\xe2\x82");                   // a UTF-8 sequence cut short
+  // Each invalid byte becomes U+FFFD; valid UTF-8 passes through unchanged.
+  CHECK(json_line(record) == "{\"path\":\"logs-\xef\xbf\xbdt\xc3\xa9/run\",\"cut\":\"\xef\xbf\xbd\"}");
+  CHECK(JsonRecord::parse(json_line(record))["path"] == "logs-\xef\xbf\xbdt\xc3\xa9/run");
+}
+
+TEST_CASE("Katib's File collector values are the console line's, as text", "[log]") {
+  const EpochStats s = sample_stats();
+  const auto values = katib_metric_values(s.test);
+  REQUIRE(values.size() == 2);
+  CHECK(values[0] == std::make_pair(std::string("accuracy"), std::string("0.8101")));
+  CHECK(values[1] == std::make_pair(std::string("loss"), std::string("0.5212")));
+  CHECK(utc_timestamp_ms(1764000000.25) == "2025-11-24T16:00:00.250Z");
+  CHECK(utc_timestamp_ms(1764000000.9996) == "2025-11-24T16:00:00.999Z");
 }

@@ -25,7 +25,9 @@ namespace {
 std::vector<std::string> checkpoint_names(const std::string& dir) {
   std::vector<std::string> names;
   if (!std::filesystem::exists(dir)) return names;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) names.push_back(entry.path().filename().string());
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() == ".pt") names.push_back(entry.path().filename().string());
+  }
   std::sort(names.begin(), names.end());
   return names;
 }

@@ -6,6 +6,7 @@
 
 #include <map>
 
+#include "runtime/log/json_line.h"
 #include "runtime/monitor/op_profiler.h"
 #include "runtime/monitor/peak_flops.h"
 
@@ -80,12 +81,20 @@ TEST_CASE("names with commas or quotes are quoted in the profile table", "[monit
 }
 
 TEST_CASE("the fallback trace is Chrome's format with times from the first event", "[monitor]") {
-  const std::string trace = chrome_trace_json({cpu("aten::mm", 1000, 5), cpu("aten::add", 1010, 2)}, "CPU only");
-  CHECK(trace.find("\"traceEvents\":[") != std::string::npos);
-  CHECK(trace.find("\"note\":\"CPU only\"") != std::string::npos);
-  CHECK(trace.find("\"name\":\"aten::mm\",\"cat\":\"cpu_op\",\"ph\":\"X\"") != std::string::npos);
-  CHECK(trace.find("\"ts\":0,\"dur\":5}") != std::string::npos);
-  CHECK(trace.find("\"ts\":10,\"dur\":2}") != std::string::npos);
+  const JsonRecord trace =
+      JsonRecord::parse(chrome_trace_json({cpu("aten::mm", 1000, 5), cpu("aten::add", 1010, 2)}, "CPU only"));
+  CHECK(trace["displayTimeUnit"] == "ms");
+  CHECK(trace["otherData"]["note"] == "CPU only");
+  const JsonRecord& events = trace["traceEvents"];
+  REQUIRE(events.size() == 2);
+  CHECK(events[0]["name"] == "aten::mm");
+  CHECK(events[0]["cat"] == "cpu_op");
+  CHECK(events[0]["ph"] == "X");
+  // Microseconds from the first event, as Chrome's trace viewer and Perfetto read them.
+  CHECK(events[0]["ts"] == 0.0);
+  CHECK(events[0]["dur"] == 5.0);
+  CHECK(events[1]["ts"] == 10.0);
+  CHECK(events[1]["dur"] == 2.0);
 }
 
 TEST_CASE("the profiler records the operators of a forward and backward pass", "[monitor]") {

@@ -1,0 +1,123 @@
+#include "runtime/train/run_directory.h"
+
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include "runtime/log/log_format.h"
+#include "runtime/train/checkpoint.h"
+#include "runtime/util/error.h"
+
+namespace dtrain {
+namespace fs = std::filesystem;
+namespace {
+
+// The workload a run directory's config.yaml names ("" when it has none that can be read).
+std::string workload_of_run(const fs::path& run) {
+  std::ifstream in(run / "config.yaml");
+  std::string line;
+  const std::string key = "workload: ";
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) == 0) return line.substr(key.size());
+  }
+  return "";
+}
+
+// The run of `workload` in `log_dir` whose newest checkpoint in its checkpoints/ was written last.
+std::optional<std::string> newest_run_with_checkpoint(const std::string& log_dir, const std::string& workload) {
+  std::optional<std::string> newest;
+  fs::file_time_type newest_time;
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(log_dir, ec)) {
+    if (!entry.is_directory(ec) || workload_of_run(entry.path()) != workload) continue;
+    const std::optional<std::string> checkpoint = Checkpointer::latest((entry.path() / "checkpoints").string());
+    if (!checkpoint) continue;
+    const fs::file_time_type written = fs::last_write_time(*checkpoint, ec);
+    if (ec) continue;
+    if (!newest || written > newest_time) {
+      newest = entry.path().filename().string();
+      newest_time = written;
+    }
+  }
+  return newest;
+}
+
+void create_directories(const std::string& dir, const char* what) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw IoError("cannot create " + std::string(what) + " '" + dir + "': " + ec.message());
+}
+
+}  // namespace
+
+std::unique_ptr<RunDirectory> RunDirectory::open(const TrainConfig& config, double lock_wait_s) {
+  std::unique_ptr<RunDirectory> run(new RunDirectory());
+  const std::string& log_dir = config.log.dir;
+  const CheckpointOptions& ck = config.checkpoint;
+  const bool shared_checkpoints = ck.enabled && !ck.dir.empty();
+  create_directories(log_dir, "log.dir");
+
+  run->name_ = config.log.run_name;
+  if (run->name_.empty() && ck.resume && !shared_checkpoints) {
+    if (std::optional<std::string> newest = newest_run_with_checkpoint(log_dir, config.workload)) {
+      run->name_ = *newest;
+      run->note_ = "resuming run '" + *newest + "', the run of " + config.workload + " in '" + log_dir +
+                   "' with the newest checkpoint (--run-name chooses another)";
+    }
+  }
+  if (run->name_.empty()) {
+    // A new run: the first free name of its second. create_directory fails on an existing directory, so
+    // two runs starting in the same second in one log.dir still get a directory each.
+    const std::string stem = format_utc(std::time(nullptr), "%Y%m%dT%H%M%SZ") + "-" + config.workload;
+    for (int attempt = 1;; ++attempt) {
+      const std::string name = attempt == 1 ? stem : stem + "-" + std::to_string(attempt);
+      std::error_code ec;
+      if (fs::create_directory(fs::path(log_dir) / name, ec)) {
+        run->name_ = name;
+        break;
+      }
+      if (ec) throw IoError("cannot create the run directory '" + (fs::path(log_dir) / name).string() + "': " + ec.message());
+    }
+  }
+  run->path_ = (fs::path(log_dir) / run->name_).string();
+  create_directories(run->path_, "the run directory");
+
+  std::string holder;
+  run->run_lock_ = DirectoryLock::try_lock(run->path_, lock_wait_s, holder);
+  if (!run->run_lock_) {
+    throw ConfigError("run '" + run->name_ + "' in '" + log_dir + "' is in use by another dtrain" +
+                      (holder.empty() ? "" : " (" + holder + ")") +
+                      "; wait for it to end, or give this run another --run-name");
+  }
+  std::error_code ec;
+  if (!ck.resume && fs::exists(fs::path(run->path_) / "events.jsonl", ec)) {
+    throw ConfigError("log.run_name '" + run->name_ + "': a run of that name is already in '" + log_dir +
+                      "'; continue it with --resume, or give this run another --run-name");
+  }
+
+  if (!ck.enabled) return run;
+  run->checkpoint_dir_ = shared_checkpoints ? ck.dir : (fs::path(run->path_) / "checkpoints").string();
+  if (fs::exists(run->checkpoint_dir_, ec) && !fs::is_directory(run->checkpoint_dir_, ec)) {
+    throw ConfigError("checkpoint.dir '" + run->checkpoint_dir_ + "' exists but is not a directory");
+  }
+  create_directories(run->checkpoint_dir_, "checkpoint.dir");
+  if (!shared_checkpoints) return run;
+  run->checkpoint_lock_ = DirectoryLock::try_lock(run->checkpoint_dir_, lock_wait_s, holder);
+  if (!run->checkpoint_lock_) {
+    throw ConfigError("checkpoint.dir '" + ck.dir + "' is in use by another dtrain" +
+                      (holder.empty() ? "" : " (" + holder + ")") +
+                      "; give this run its own --checkpoint-dir, or leave checkpoint.dir unset so that its "
+                      "checkpoints go to its run directory");
+  }
+  if (!ck.resume) {
+    if (const std::optional<std::string> existing = Checkpointer::latest(ck.dir)) {
+      throw ConfigError("checkpoint.dir '" + ck.dir + "' holds checkpoints of an earlier run (" + *existing +
+                        "), which this run would overwrite; continue that run with --resume, or give this run "
+                        "another --checkpoint-dir");
+    }
+  }
+  return run;
+}
+
+}  // namespace dtrain

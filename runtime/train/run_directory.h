@@ -1,0 +1,46 @@
+// Where a run keeps what it leaves behind: <log.dir>/<run name>/ with its run log (events.jsonl),
+// config.yaml, profiles, samples and, unless checkpoint.dir names another directory, its checkpoints/.
+// A run owns its directory: it is locked while the run lives, a run of an existing name continues it
+// only when asked to (checkpoint.resume), and a directory of checkpoints that other runs may share
+// (checkpoint.dir) is locked as well. So two runs never write into one place, and a run never
+// overwrites an earlier run's checkpoints.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "runtime/config/config.h"
+#include "runtime/util/file_lock.h"
+
+namespace dtrain {
+
+class RunDirectory final {
+ public:
+  // Rank 0 only; the other ranks learn the paths from it. Chooses the run (log.run_name; else with
+  // checkpoint.resume the newest run of the workload in log.dir that has a checkpoint; else a new
+  // <UTC time>-<workload>), creates its directories and takes the locks, waiting up to `lock_wait_s` for
+  // a lock another dtrain holds (under an elastic agent, the previous incarnation may still be going).
+  // Throws ConfigError, naming what to change, when the run or checkpoint.dir is in use by another
+  // dtrain, or when a run of log.run_name, or checkpoints in checkpoint.dir, exist and checkpoint.resume
+  // is not set; IoError when a directory cannot be created.
+  static std::unique_ptr<RunDirectory> open(const TrainConfig& config, double lock_wait_s);
+
+  const std::string& path() const { return path_; }  // <log.dir>/<name>
+  const std::string& name() const { return name_; }
+  // Where this run's checkpoints go and a resume reads them; "" when checkpoint.enabled is false.
+  const std::string& checkpoint_dir() const { return checkpoint_dir_; }
+  // How the run was chosen, when that is worth a console line (a resume of the newest run); else "".
+  const std::string& note() const { return note_; }
+
+ private:
+  RunDirectory() = default;
+
+  std::string path_;
+  std::string name_;
+  std::string checkpoint_dir_;
+  std::string note_;
+  std::unique_ptr<DirectoryLock> run_lock_;
+  std::unique_ptr<DirectoryLock> checkpoint_lock_;
+};
+
+}  // namespace dtrain

@@ -1,0 +1,31 @@
+// An exclusive lock on a directory that only one dtrain may use at a time (a run's directory, a shared
+// checkpoint directory), so that two runs never write into one. flock(2) on a file in it: the kernel
+// releases the lock when its holder exits, however it dies, so a crashed run never leaves a stale lock
+// behind. The file also names its holder, for the message another run gets.
+#pragma once
+
+#include <memory>
+#include <string>
+
+namespace dtrain {
+
+class DirectoryLock final {
+ public:
+  // Locks `dir` (which must exist) through <dir>/.dtrain.lock, trying for up to `wait_s` seconds when
+  // another process holds it. Returns nullptr when it is still held then, with `holder` set to what the
+  // lock file says of the holder ("pid 4242 on node-1 since 2026-11-24T10:00:00Z", or "" when it
+  // says nothing). Throws IoError when the lock file cannot be created or locked at all.
+  static std::unique_ptr<DirectoryLock> try_lock(const std::string& dir, double wait_s, std::string& holder);
+
+  ~DirectoryLock();  // releases the lock
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+
+  static constexpr const char* kFileName = ".dtrain.lock";
+
+ private:
+  explicit DirectoryLock(int fd) : fd_(fd) {}
+  int fd_;
+};
+
+}  // namespace dtrain

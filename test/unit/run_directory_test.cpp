@@ -1,0 +1,190 @@
+// Run directories as users meet them: runs side by side in one log.dir, a second run of a name, a
+// resume with and without a name, a shared checkpoint directory, and a run still in progress.
+#include "test/support/catch.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <sstream>
+
+#include "runtime/train/run_directory.h"
+#include "runtime/util/error.h"
+#include "runtime/util/file_io.h"
+#include "runtime/util/file_lock.h"
+#include "runtime/util/timer.h"
+#include "test/support/temp_dir.h"
+#include "test/support/tiny_workload.h"
+#include "test/support/train_run.h"
+
+using namespace dtrain;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The tiny test config with checkpoints in the run's directory, as dtrain's defaults have them.
+TrainConfig run_config(const test::TempDir& dir) {
+  TrainConfig config = test::tiny_config(dir.path());
+  config.checkpoint.dir.clear();
+  config.train.epochs = 1;
+  return config;
+}
+
+std::string error_of(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("each run gets its own directory, with its checkpoints inside", "[run_dir]") {
+  test::TempDir dir;
+  const TrainConfig config = run_config(dir);
+  const auto first = RunDirectory::open(config, 0);
+  const auto second = RunDirectory::open(config, 0);  // the same second: the name gets a suffix
+  CHECK(first->path() != second->path());
+  CHECK(fs::path(first->path()).parent_path() == fs::path(config.log.dir));
+  CHECK_THAT(first->name(), Contains("-tiny"));
+  CHECK(first->checkpoint_dir() == first->path() + "/checkpoints");
+  CHECK(fs::is_directory(second->checkpoint_dir()));
+  CHECK(first->note().empty());
+
+  TrainConfig no_checkpoints = config;
+  no_checkpoints.checkpoint.enabled = false;
+  CHECK(RunDirectory::open(no_checkpoints, 0)->checkpoint_dir().empty());
+}
+
+TEST_CASE("a second run in the same log.dir does not touch the first run's checkpoints", "[run_dir][checkpoint]") {
+  test::TempDir dir;
+  auto workload = test::make_tiny_workload();
+  TrainConfig config = run_config(dir);
+  const test::TrainRun first = test::train_alone(config, *workload);
+  const std::string checkpoint = first.result.epochs.at(0).checkpoint_path;
+  REQUIRE(fs::exists(checkpoint));
+  const std::string bytes = read_file(checkpoint);
+  const fs::file_time_type written = fs::last_write_time(checkpoint);
+
+  config.train.seed = 2;  // another model: an overwrite would change the file
+  const test::TrainRun second = test::train_alone(config, *workload);
+  CHECK(second.result.epochs.at(0).checkpoint_path != checkpoint);
+  CHECK(read_file(checkpoint) == bytes);
+  CHECK(fs::last_write_time(checkpoint) == written);
+}
+
+TEST_CASE("a run directory in use by another dtrain is refused, naming the holder", "[run_dir]") {
+  test::TempDir dir;
+  TrainConfig config = run_config(dir);
+  config.log.run_name = "study-n4";
+  config.checkpoint.resume = true;
+  {
+    const auto running = RunDirectory::open(config, 0);
+    const std::string error = error_of([&] { RunDirectory::open(config, 0.3); });
+    CHECK_THAT(error, Contains("run 'study-n4' in '" + config.log.dir + "' is in use by another dtrain (pid ") &&
+                          Contains("; wait for it to end, or give this run another --run-name"));
+  }
+  // Its end (or its death: the kernel drops the lock of a dead process) releases it.
+  CHECK(RunDirectory::open(config, 0)->path() == config.log.dir + "/study-n4");
+}
+
+TEST_CASE("a named run continues only with --resume", "[run_dir]") {
+  test::TempDir dir;
+  auto workload = test::make_tiny_workload();
+  TrainConfig config = run_config(dir);
+  config.log.run_name = "pod-job-7";
+  test::train_alone(config, *workload);
+  CHECK_THAT(error_of([&] { RunDirectory::open(config, 0); }),
+             Contains("log.run_name 'pod-job-7': a run of that name is already in '" + config.log.dir +
+                      "'; continue it with --resume, or give this run another --run-name"));
+
+  // A restarted pod runs the same command with --resume: the run continues in its directory.
+  config.train.epochs = 2;
+  config.checkpoint.resume = true;
+  const test::TrainRun resumed = test::train_alone(config, *workload);
+  REQUIRE(resumed.result.epochs.size() == 1);
+  CHECK(resumed.result.epochs[0].epoch == 2);
+  CHECK(fs::path(resumed.result.epochs[0].checkpoint_path).parent_path() == fs::path(config.log.dir) / "pod-job-7/checkpoints");
+  // Both starts in one run log, the resumed one after the first.
+  std::ifstream events(config.log.dir + "/pod-job-7/events.jsonl");
+  std::stringstream text;
+  text << events.rdbuf();
+  const std::string log = text.str();
+  CHECK(log.find("\"event\":\"run_start\"") != log.rfind("\"event\":\"run_start\""));
+  CHECK(log.find("\"event\":\"resume\"") > log.rfind("\"event\":\"run_start\""));
+
+  // A name no run has yet starts that run, even with --resume (the first start of a pod).
+  config.log.run_name = "pod-job-8";
+  const test::TrainRun fresh = test::train_alone(config, *workload);
+  CHECK(fresh.result.epochs.at(0).epoch == 1);
+}
+
+TEST_CASE("--resume without a name continues the run of the workload with the newest checkpoint", "[run_dir]") {
+  test::TempDir dir;
+  auto workload = test::make_tiny_workload();
+  TrainConfig config = run_config(dir);
+  test::train_alone(config, *workload);
+  config.log.run_name = "later";
+  test::train_alone(config, *workload);
+  // A run of another workload, newer still, is not this workload's.
+  TrainConfig other = config;
+  other.log.run_name = "other-workload";
+  other.workload = "other";
+  fs::create_directories(other.log.dir + "/other-workload/checkpoints");
+  write_file_atomically(other.log.dir + "/other-workload/config.yaml", "workload: other\n");
+  write_file_atomically(other.log.dir + "/other-workload/checkpoints/checkpoint-epoch-000001.pt", "x");
+
+  config.log.run_name.clear();
+  config.checkpoint.resume = true;
+  const auto run = RunDirectory::open(config, 0);
+  CHECK(run->name() == "later");
+  CHECK(run->note() == "resuming run 'later', the run of tiny in '" + config.log.dir +
+                           "' with the newest checkpoint (--run-name chooses another)");
+
+  // Without any run of the workload to resume, a new run starts.
+  TrainConfig fresh = run_config(dir);
+  fresh.log.dir = dir.path() + "/empty-logs";
+  fresh.checkpoint.resume = true;
+  const auto started = RunDirectory::open(fresh, 0);
+  CHECK_THAT(started->name(), Contains("-tiny"));
+  CHECK(started->note().empty());
+}
+
+TEST_CASE("a shared checkpoint.dir is locked, and kept from overwrites without --resume", "[run_dir]") {
+  test::TempDir dir;
+  auto workload = test::make_tiny_workload();
+  TrainConfig config = run_config(dir);
+  config.checkpoint.dir = dir.path() + "/shared";
+  {
+    const auto running = RunDirectory::open(config, 0);
+    CHECK(running->checkpoint_dir() == config.checkpoint.dir);
+    CHECK_THAT(error_of([&] { RunDirectory::open(config, 0); }),
+               Contains("checkpoint.dir '" + config.checkpoint.dir + "' is in use by another dtrain (pid ") &&
+                   Contains("give this run its own --checkpoint-dir, or leave checkpoint.dir unset"));
+  }
+  test::train_alone(config, *workload);
+  CHECK_THAT(error_of([&] { RunDirectory::open(config, 0); }),
+             Contains("checkpoint.dir '" + config.checkpoint.dir + "' holds checkpoints of an earlier run (") &&
+                 Contains("checkpoint-epoch-000001.pt), which this run would overwrite; continue that run with "
+                          "--resume, or give this run another --checkpoint-dir"));
+  config.checkpoint.resume = true;
+  config.train.epochs = 2;
+  CHECK(test::train_alone(config, *workload).result.epochs.at(0).epoch == 2);
+}
+
+TEST_CASE("a directory lock waits for its holder, then names it", "[run_dir]") {
+  test::TempDir dir;
+  std::string holder;
+  auto first = DirectoryLock::try_lock(dir.path(), 0, holder);
+  REQUIRE(first);
+  Stopwatch watch;
+  CHECK_FALSE(DirectoryLock::try_lock(dir.path(), 0.5, holder));
+  CHECK(watch.elapsed_s() >= 0.5);
+  CHECK_THAT(holder, Contains("pid " + std::to_string(::getpid()) + " on ") && Contains(" since 20"));
+  first.reset();
+  CHECK(DirectoryLock::try_lock(dir.path(), 0, holder));
+}

@@ -22,7 +22,7 @@ def run(args, backend, work):
     log_dir = tempfile.mkdtemp(dir=work)
     cmd = ["mpirun", "-np", str(args.ranks), "--oversubscribe", args.dtrain, "--workload", "mnist", "--epochs", "1",
            "--max-steps", str(args.steps), "--device", "cpu", "--backend", backend, "--threads", "1",
-           "--checkpoint=false", "--log-dir", log_dir, "--progress-bar=false", "--log-interval", "0",
+           "--checkpoint=false", "--log-dir", log_dir, "--progress", "off", "--log-interval", "0",
            "--eval-samples", "1000", "--sample-interval-s", "0"] + \
         (["--data-dir", args.data_dir] if args.data_dir else ["--synthetic"])
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)

@@ -119,7 +119,7 @@ def peer_epoch_s(graph, epochs, warmup):
 def dtrain_epoch_s(args, data_dir, tmp):
     logs = tempfile.mkdtemp(dir=tmp)
     cmd = [args.dtrain, "--workload", "gcn", "--data-dir", data_dir, "--epochs", str(args.epochs), "--threads",
-           str(args.threads), "--checkpoint=false", "--log-dir", logs, "--progress-bar=false", "--device", "cpu"]
+           str(args.threads), "--checkpoint=false", "--log-dir", logs, "--progress", "off", "--device", "cpu"]
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
         sys.exit(f"gcn_step_bench: {' '.join(cmd)} failed:\n{result.stderr[-2000:]}")

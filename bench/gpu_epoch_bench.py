@@ -75,7 +75,7 @@ def run_dtrain(args, env, work):
     log_dir = tempfile.mkdtemp(dir=work)
     cmd = [args.dtrain, "--workload", "mnist", "--device", "cuda", "--backend", args.backend,
            "--epochs", str(args.epochs), "--batch-size", str(args.batch_size), "--checkpoint=false",
-           "--log-dir", log_dir, "--progress-bar=false", "--precision", args.precision]
+           "--log-dir", log_dir, "--progress", "off", "--precision", args.precision]
     cmd += ["--data-dir", args.data_dir] if args.data_dir else []
     with GpuSampler(args.gpu) as gpu:
         run(cmd, env)

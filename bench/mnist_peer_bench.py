@@ -44,7 +44,7 @@ def run_dtrain(args, np, env, work):
     log_dir = tempfile.mkdtemp(dir=work)
     mpirun(np, [args.dtrain, "--workload", "mnist", "--epochs", "1", "--max-steps", str(args.steps),
                 "--batch-size", str(args.batch_size), "--threads", str(args.threads), "--checkpoint=false",
-                "--log-dir", log_dir, "--progress-bar=false", "--eval-samples", str(args.eval_samples)] +
+                "--log-dir", log_dir, "--progress", "off", "--eval-samples", str(args.eval_samples)] +
            (["--data-dir", args.data_dir] if args.data_dir else []),
            env)
     events = [json.loads(line) for line in open(glob.glob(log_dir + "/*/events.jsonl")[0])]
@@ -62,7 +62,7 @@ def run_dtrain_pair(args, env, work):
         log_dirs.append(log_dir)
         cmd = ["taskset", "-c", str(core % os.cpu_count()), args.dtrain, "--workload", "mnist", "--epochs", "1",
                "--max-steps", str(args.steps), "--batch-size", str(args.batch_size), "--threads", str(args.threads),
-               "--checkpoint=false", "--log-dir", log_dir, "--progress-bar=false", "--eval-samples", str(args.eval_samples)]
+               "--checkpoint=false", "--log-dir", log_dir, "--progress", "off", "--eval-samples", str(args.eval_samples)]
         cmd += ["--data-dir", args.data_dir] if args.data_dir else []
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     for proc in procs:

@@ -83,7 +83,7 @@ def run_once(args, scenario, work):
     log_dir = tempfile.mkdtemp(dir=work, prefix=f"{scenario}-")
     ck_dir = os.path.join(log_dir, "ck")
     train = [args.dtrain, "--workload", "mnist", "--synthetic", "--epochs", "1", "--max-steps", str(args.steps),
-             "--eval-samples", "500", "--log-interval", "5", "--progress-bar=false", "--sample-interval-s", "0",
+             "--eval-samples", "500", "--log-interval", "5", "--progress", "off", "--sample-interval-s", "0",
              "--checkpoint-every-steps", str(args.every_steps), "--log-dir", log_dir, "--checkpoint-dir", ck_dir]
     agents = []
     if scenario == "worker":

@@ -23,7 +23,7 @@ def run(args, interval, work):
     log_dir = tempfile.mkdtemp(dir=work)
     cmd = ["mpirun", "-np", str(args.ranks), "--oversubscribe", args.dtrain, "--workload", "mnist", "--epochs", "1",
            "--max-steps", str(args.steps), "--device", "cpu", "--backend", "mpi", "--checkpoint=false",
-           "--log-dir", log_dir, "--progress-bar=false", "--log-interval", "0", "--eval-samples", "1000",
+           "--log-dir", log_dir, "--progress", "off", "--log-interval", "0", "--eval-samples", "1000",
            "--sample-interval-s", str(interval)] + (["--data-dir", args.data_dir] if args.data_dir else ["--synthetic"])
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     if result.returncode != 0:

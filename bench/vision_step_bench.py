@@ -41,7 +41,7 @@ def dtrain_train_s(dtrain, workload, size, batch, steps, args, tmp):
     logs = tempfile.mkdtemp(dir=tmp)
     cmd = [dtrain, "--workload", workload, "--synthetic", "--image-size", str(size), "--batch-size", str(batch),
            "--max-steps", str(steps), "--epochs", "1", "--threads", str(args.threads), "--checkpoint=false",
-           "--log-dir", logs, "--log-interval", "0", "--progress-bar=false", "--eval-samples", str(batch),
+           "--log-dir", logs, "--log-interval", "0", "--progress", "off", "--eval-samples", str(batch),
            "--weight-decay", "1e-4", "--lr-schedule", "constant", "--device", args.device,
            "--precision", args.precision, f"--channels-last={'true' if args.channels_last else 'false'}"]
     result = subprocess.run(cmd, capture_output=True, text=True)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds, tests and benchmarks dtrain on a GPU host whose only PyTorch is pip's CUDA wheel and which has
-# no package manager access: Open MPI, yaml-cpp, cxxopts and Catch2 come from Debian 12 packages fetched
+# no package manager access: Open MPI, yaml-cpp, cxxopts, nlohmann-json and Catch2 come from Debian 12 packages fetched
 # elsewhere (scripts/fetch_gpu_host_deps.sh) and unpacked into a private prefix; LibTorch and NCCL come
 # from the pip packages (torch, nvidia-nccl-*). See docs/gpu.md.
 #
@@ -71,9 +71,9 @@ run_tests() {
   local ck="$results/resume-checkpoints"
   rm -rf "$ck"
   "$build_dir/dtrain" --workload mnist --synthetic --device cuda --backend nccl --max-steps 20 --epochs 1 \
-    --checkpoint-dir "$ck" --log-dir "$results/dtrain-logs" --progress-bar=false 2>&1 | tee "$results/resume.log"
+    --checkpoint-dir "$ck" --log-dir "$results/dtrain-logs" --progress off 2>&1 | tee "$results/resume.log"
   "$build_dir/dtrain" --workload mnist --synthetic --device cuda --backend nccl --max-steps 20 --epochs 2 --resume \
-    --checkpoint-dir "$ck" --log-dir "$results/dtrain-logs" --progress-bar=false 2>&1 | tee -a "$results/resume.log"
+    --checkpoint-dir "$ck" --log-dir "$results/dtrain-logs" --progress off 2>&1 | tee -a "$results/resume.log"
   grep -q "resumed from epoch 1" "$results/resume.log" && grep -q "^epoch 2/2" "$results/resume.log" || {
     echo "gpu_host: dtrain --resume did not continue at epoch 2 on the GPU (see $results/resume.log)" >&2
     return 1
@@ -88,9 +88,9 @@ run_bench() {
   done
   # The main job on the GPU: NCCL at world size 1, then 2 ranks sharing the GPU over MPI.
   "$build_dir/dtrain" --workload mnist --device cuda --backend nccl --epochs 2 --checkpoint=false \
-    --progress-bar=false --log-dir "$results/dtrain-logs" "${data[@]}" 2>&1 | tee "$results/mnist_nccl_1rank.log"
+    --progress off --log-dir "$results/dtrain-logs" "${data[@]}" 2>&1 | tee "$results/mnist_nccl_1rank.log"
   "$mpirun_bin" -np 2 --oversubscribe "$build_dir/dtrain" --workload mnist --device cuda --backend mpi --epochs 1 \
-    --checkpoint=false --progress-bar=false --log-dir "$results/dtrain-logs" "${data[@]}" 2>&1 \
+    --checkpoint=false --progress off --log-dir "$results/dtrain-logs" "${data[@]}" 2>&1 \
     | tee "$results/mnist_mpi_2ranks_1gpu.log"
   "$build_dir/dtrain_allreduce_bench" --backend nccl --json "$results/allreduce_nccl_1rank.json" 2>&1 \
     | tee "$results/allreduce_nccl_1rank.txt"

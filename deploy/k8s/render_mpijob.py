@@ -154,8 +154,7 @@ def mpirun_command(args, ranks):
         mpirun += ["-x", var["name"]]
     device = ["--device", "cuda", "--backend", "nccl"] if args.gpus_per_worker > 0 else ["--device", "cpu", "--backend", "mpi"]
     dtrain = ["dtrain", "--workload", args.workload, "--epochs", str(args.epochs), "--batch-size", str(args.batch_size),
-              *device, "--log-dir", f"{HOME}/dtrain-logs", "--checkpoint-dir", f"{HOME}/dtrain-checkpoints",
-              "--progress-bar=false"]
+              *device, "--log-dir", f"{HOME}/dtrain-logs", "--checkpoint-dir", f"{HOME}/dtrain-checkpoints"]
     dtrain += shlex.split(args.dtrain_args)
     # bash's `time` keyword prints the `real` line the analysis tools look for.
     return ["bash", "-c", "time " + shlex.join(mpirun + dtrain)]

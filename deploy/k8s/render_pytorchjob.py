@@ -81,7 +81,7 @@ def check(args):
 def dtrain_command(args):
     device = ["--device", "cuda", "--backend", "nccl"] if args.gpus_per_worker > 0 else ["--device", "cpu", "--backend", "gloo"]
     dtrain = ["dtrain", "--workload", args.workload, "--epochs", str(args.epochs), "--batch-size", str(args.batch_size),
-              *device, "--log-dir", f"{HOME}/dtrain-logs", "--checkpoint-dir", CHECKPOINTS, "--progress-bar=false"]
+              *device, "--log-dir", f"{HOME}/dtrain-logs", "--checkpoint-dir", CHECKPOINTS]
     if args.mode == "elastic":
         dtrain += ["--checkpoint-every-steps", str(args.checkpoint_every_steps)]
         # The operator's PET_* variables give torchrun --nnodes, --nproc_per_node, the rendezvous and restarts.

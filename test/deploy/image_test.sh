@@ -59,14 +59,14 @@ if [ "$kind" = cuda ]; then
 fi
 [ "$(buildah inspect --format '{{.OCIv1.Config.User}}' "$tag")" = 1000 ] || fail "the image does not default to UID 1000"
 if out=$(run 1000 dtrain --workload mnist --synthetic --max-steps 3 --eval-samples 1000 --checkpoint=false \
-           --log-dir /home/dtrain/logs --progress-bar=false 2>&1) &&
+           --log-dir /home/dtrain/logs --progress off 2>&1) &&
    grep -q "{metricName: accuracy" <<<"$out"; then
   echo "PASS: trains as the image's non-root user"
 else
   fail "training as UID 1000:"; echo "$out" | tail -n 20
 fi
 if out=$(run 1000650000:0 bash -c 'whoami && echo "HOME=$HOME" && dtrain --workload mnist --synthetic --max-steps 2 \
-           --eval-samples 1000 --checkpoint=false --log-dir "$HOME/logs-uid" --progress-bar=false' 2>&1) &&
+           --eval-samples 1000 --checkpoint=false --log-dir "$HOME/logs-uid" --progress off' 2>&1) &&
    grep -q "^dtrain$" <<<"$out" && grep -q "HOME=/home/dtrain" <<<"$out" && grep -q "{metricName: accuracy" <<<"$out"; then
   echo "PASS: an arbitrary UID in group 0 gets a passwd entry, a writable HOME and trains"
 else
@@ -93,7 +93,7 @@ if out=$(run 1000 bash -c '
         mpirun --hostfile /tmp/hostfile -np 2 --mca plm_rsh_args "-p $port -o ConnectionAttempts=10" \
         bash -c "echo rank \$OMPI_COMM_WORLD_RANK LD_LIBRARY_PATH=\$LD_LIBRARY_PATH; \
                  exec dtrain --workload mnist --synthetic --max-steps 3 --eval-samples 1000 --checkpoint=false \
-                 --log-dir \$HOME/logs-ssh --progress-bar=false"' _ "$port" 2>&1) &&
+                 --log-dir \$HOME/logs-ssh --progress off"' _ "$port" 2>&1) &&
    [ "$(grep -c 'LD_LIBRARY_PATH=/opt/driver-libs' <<<"$out")" = 2 ] && grep -q "{metricName: accuracy" <<<"$out"; then
   echo "PASS: mpirun starts 2 ranks through the worker's sshd, which passes LD_LIBRARY_PATH on, and they train"
 else
@@ -113,7 +113,7 @@ if [ "$kind" = cpu ]; then
   if out=$(buildah run --isolation chroot --hostname localhost --user 1000 "$container" -- /usr/local/bin/dtrain-entrypoint \
              bash -c 'time torchrun --standalone --nproc_per_node 2 --log_dir $HOME/torchrun-logs --redirects 1 \
              --tee 1 --no_python dtrain --workload mnist --synthetic --max-steps 3 --eval-samples 1000 \
-             --checkpoint-dir $HOME/ck-torchrun --log-dir $HOME/logs-torchrun --progress-bar=false' 2>&1) &&
+             --checkpoint-dir $HOME/ck-torchrun --log-dir $HOME/logs-torchrun --progress off' 2>&1) &&
      grep -q "world size 2 .*backend gloo" <<<"$out" && grep -q "{metricName: accuracy" <<<"$out" &&
      grep -qE "^real[[:space:]]" <<<"$out"; then
     echo "PASS: torchrun in the image starts 2 dtrain workers that train as one world over gloo"

@@ -75,7 +75,7 @@ submit() {  # submit SCRIPT [sbatch options] -- DTRAIN ARGS: prints the job id
   shift
   DTRAIN="$dtrain" sbatch --parsable --nodes=1 --ntasks-per-node=2 --gres=none --time=10 \
     --output="$work/job-%j.out" "${options[@]}" "$script" \
-    "$@" --synthetic --epochs 2 --checkpoint=false --log-dir "$work/logs" --progress-bar=false
+    "$@" --synthetic --epochs 2 --checkpoint=false --log-dir "$work/logs" --progress off
 }
 failures=0
 check_job() {  # check_job ID WHAT METRIC: the job completed with exit 0 and printed what the analysis reads
@@ -120,7 +120,7 @@ grids=$(find "$work/logs" -path "*biggan*/samples/epoch-00000[12].png" | wc -l)
 study=$work/study-slurm
 if DTRAIN="$dtrain" bash deploy/slurm/run_study.sh --sizes 1 --reps 2 --out "$study" --ranks-per-node 2 --wait \
      --sbatch-arg=--time=10 --platform testslurm -- --workload mnist --synthetic --epochs 2 --max-steps 3 \
-     --eval-samples 500 --progress-bar=false >"$work/study.txt" 2>&1; then
+     --eval-samples 500 --progress off >"$work/study.txt" 2>&1; then
   for rep in 1 2; do
     run=$study/n01-r$rep
     grep -q '^exit_code: 0$' "$run/result.yaml" 2>/dev/null || { echo "FAIL: study run $rep: result.yaml"; cat "$run/result.yaml" "$run/launcher.log"; failures=$((failures + 1)); }

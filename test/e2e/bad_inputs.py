@@ -18,7 +18,7 @@ import tempfile
 
 CONFIG, DATA = 2, 3  # dtrain's exit statuses for configuration and data errors (docs/failures.md)
 CPU = ["--device", "cpu", "--backend", "mpi"]
-FAST = ["--synthetic", "--max-steps", "1", "--epochs", "1", "--eval-samples", "100", "--progress-bar=false"]
+FAST = ["--synthetic", "--max-steps", "1", "--epochs", "1", "--eval-samples", "100", "--progress", "off"]
 FORBIDDEN = ["terminate called", "Segmentation fault", "Aborted", "stoll", "stoi", "bad conversion",
              "basic_string", "Exception raised from", "std::", "what():"]
 
@@ -97,15 +97,17 @@ def cases(root, checkpoint):
     add("--comm-timeout-s beyond any run", ["--comm-timeout-s", "1e7"], CONFIG, "<= 1000000, got '1e7'")
     for flag, choices in [("optimizer", "adadelta|sgd|adam|adamw"), ("precision", "fp32|bf16|fp16"), ("backend", "auto|mpi|nccl|gloo"),
                           ("device", "auto|cpu|cuda"), ("compress", "none|bf16"), ("log-format", "katib|pytorch"),
-                          ("on-nonfinite", "stop|skip-step")]:
+                          ("on-nonfinite", "stop|skip-step"), ("progress", "auto|bar|lines|off")]:
         add(f"--{flag} unknown", [f"--{flag}", "bogus"], CONFIG, f"must be one of {choices}, got 'bogus'")
     add("--optimizer wrong case", ["--optimizer", "SGD"], CONFIG, "must be one of adadelta|sgd|adam|adamw, got 'SGD'")
-    for flag in ["synthetic", "resume", "progress-bar", "checkpoint"]:
+    for flag in ["synthetic", "resume", "nesterov", "checkpoint"]:
         add(f"--{flag}=maybe", [f"--{flag}=maybe"], CONFIG, "must be true or false, got 'maybe'")
     add("--workload empty", ["--workload="], CONFIG, "--workload (workload) must be a non-empty string, got ''")
     add("--workload unknown", ["--workload", "mnsit"], CONFIG, "unknown workload 'mnsit'; available: alexnet, biggan, cifar10, gcn, image-classifier, mnist, resnet18, resnet50")
     add("--log-dir empty", ["--log-dir="], CONFIG, "--log-dir (log.dir) must be a non-empty string")
-    add("--checkpoint-dir empty", ["--checkpoint-dir="], CONFIG, "--checkpoint-dir (checkpoint.dir) must be a non-empty string")
+    add("--run-name with a slash", ["--run-name", "a/b"], CONFIG,
+        "log.run_name (from --run-name) must name a directory inside log.dir (no '/', not '.' or '..'), got 'a/b'")
+    add("--run-name ..", ["--run-name", ".."], CONFIG, "must name a directory inside log.dir")
     add("unknown flag", ["--bach-size", "3"], CONFIG, "bach-size")
     add("stray argument", ["mnist"], CONFIG, "unexpected argument 'mnist'; dtrain takes only --flags")
     add("flag without its value", ["--epochs"], CONFIG, "epochs")

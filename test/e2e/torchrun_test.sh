@@ -33,7 +33,7 @@ cp "$dtrain" "$work/dtrain"
 dtrain=$work/dtrain
 # Debian 12's torchrun crashes on Python 3.11 without these (docs/elastic.md).
 tr_flags=(--redirects 1 --tee 1)
-fast=(--workload mnist --synthetic --eval-samples 500 --log-interval 5 --progress-bar=false)
+fast=(--workload mnist --synthetic --eval-samples 500 --log-interval 5 --progress off)
 # The run_start, resume, checkpoint and epoch_end records of every run log under DIR, oldest first.
 records() { cat "$1"/*/events.jsonl | grep -E '"event":"(run_start|resume|epoch_end|run_end|error)"'; }
 # Waits up to 120 s for a checkpoint inside an epoch at step >= $2 in directory $1.

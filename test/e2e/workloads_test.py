@@ -52,7 +52,7 @@ def main():
             logs = os.path.join(root, "logs", workload)
             cmd = [mpiexec, "-np", "2", *preflags, dtrain, "--workload", workload, "--data-dir", os.path.join(data, folder),
                    "--epochs", str(epochs), "--checkpoint-dir", os.path.join(root, "ck", workload), "--log-dir", logs,
-                   "--progress-bar=false", "--log-interval", "0"]
+                   "--progress", "off", "--log-interval", "0"]
             if flags is not None:
                 # Adam at 1e-3 on a constant rate: the recipes' SGD schedules are for full datasets and epochs.
                 cmd += ["--image-size", str(size), "--batch-size", "16", "--optimizer", "adam", "--lr", "1e-3",
@@ -92,7 +92,7 @@ def gan_case(dtrain, mpiexec, preflags, root, data, folder, size, steps, epochs,
            "--image-size", str(size), "--epochs", str(epochs), "--max-steps", str(steps), "--batch-size", "8",
            "--eval-samples", "64", "--ema-start", "0", "--sample-every", "1", "--data-workers", "2",
            "--checkpoint-dir", os.path.join(root, "ck", f"biggan-{folder}"), "--log-dir", logs,
-           "--progress-bar=false", "--log-interval", "0"]
+           "--progress", "off", "--log-interval", "0"]
     start = time.monotonic()
     result = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=600)
     output = result.stdout + result.stderr

@@ -34,24 +34,7 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
 
-base=${BASE_IMAGE:-localhost/dtrain-base:bookworm}
-if [ -z "${BASE_IMAGE:-}" ] && ! buildah inspect --type image "$base" >/dev/null 2>&1; then
-  # The first deb.debian.org-style URI of the machine's bookworm sources (deb822 or one-line format).
-  mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
-  [ -n "$mirror" ] || mirror=$(awk '$1 == "deb" && $3 ~ /^bookworm$/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
-  mirror=${mirror:-http://deb.debian.org/debian}
-  rootfs=$(mktemp -d)
-  trap 'rm -rf "$rootfs"' EXIT
-  echo "build_image: debootstrap bookworm from $mirror"
-  debootstrap --variant=minbase bookworm "$rootfs" "$mirror" >/dev/null
-  echo "deb $mirror bookworm main" >"$rootfs/etc/apt/sources.list"
-  tar -C "$rootfs" -cf "$rootfs.tar" .
-  container=$(buildah from scratch)
-  buildah add "$container" "$rootfs.tar" / >/dev/null
-  buildah config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin --cmd /bin/bash "$container"
-  buildah commit --rm "$container" "$base" >/dev/null
-  rm -f "$rootfs.tar"
-fi
+base=${BASE_IMAGE:-$(bash scripts/debian_base_image.sh)}
 
 # The CA bundle the host trusts, for steps that download (pip in the CUDA image): a build secret, never a layer.
 ca=${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}

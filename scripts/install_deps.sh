@@ -1,32 +1,50 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages dtrain needs to build, test and benchmark. Idempotent: packages
-# already present are left alone and apt-get runs only when something is missing.
+# Installs the Debian 12 packages a purpose needs, and only those:
+#   run     build the dtrain binary and train with it on Fashion-MNIST under mpirun
+#   test    run: plus the test suites, the benchmarks' PyTorch peers and dtrain-report
+#   deploy  test: plus a local Slurm cluster and buildah, for deploy/'s tests
+#   all     everything (the default; what scripts/test.sh and CI use)
+# Idempotent: packages already present are left alone and apt-get runs only when something is missing.
+# apt's output goes to stdout; scripts/run_mnist.sh sends it to its log.
 set -euo pipefail
 
-packages=(
-  build-essential cmake ninja-build ccache pkg-config
+run_packages=(
+  build-essential cmake ninja-build
   libtorch-dev                   # LibTorch 1.13 (CPU)
-  libgloo-dev                    # the headers of the Gloo that LibTorch links: the gloo backend
+  libgloo-dev                    # the headers of the Gloo that LibTorch links: the gloo backend (torchrun)
   libopenblas0-openmp            # replaces the reference BLAS for LibTorch's matmuls (~30x on fc layers)
   libopenmpi-dev openmpi-bin     # MPI bootstrap and the CPU communicator
-  libyaml-cpp-dev libcxxopts-dev zlib1g-dev
+  libyaml-cpp-dev libcxxopts-dev nlohmann-json3-dev zlib1g-dev
   libturbojpeg0-dev libpng-dev   # JPEG and PNG decoding of image datasets
-  catch2                         # Catch2 v2
   dataset-fashion-mnist          # the default training data
-  python3 python3-torch          # the PyTorch DDP peer for bench/ and the test output checkers
+)
+test_packages=(
+  ccache                         # rebuilds of unchanged sources come from its cache
+  catch2                         # Catch2 v2
+  python3 python3-torch          # the PyTorch DDP peer for bench/, torchrun, the test output checkers
   python3-torchvision python3-pil  # model-zoo and DataLoader peers; test images in real JPEG/PNG files
   python3-yaml python3-jsonschema  # deploy/k8s's generator and the offline MPIJob validation
   python3-pandas python3-matplotlib  # dtrain-report: a study's tables and plots
+)
+deploy_packages=(
   slurm-wlm munge                # a local Slurm cluster for deploy/slurm's test
   buildah debootstrap            # container images without a Docker engine or registry (deploy/docker)
 )
+
+purpose=${1:-all}
+case "$purpose" in
+  run) packages=("${run_packages[@]}") ;;
+  test) packages=("${run_packages[@]}" "${test_packages[@]}") ;;
+  deploy | all) packages=("${run_packages[@]}" "${test_packages[@]}" "${deploy_packages[@]}") ;;
+  *) echo "install_deps: unknown purpose '$purpose' (expected run, test, deploy or all)" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "install_deps: all ${#packages[@]} packages present"
+  echo "install_deps: all ${#packages[@]} packages for '$purpose' present"
   exit 0
 fi
 

@@ -16,7 +16,7 @@ if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || [ -n "${CUDA
   torch_install=$!
   trap 'kill "$torch_install" 2>/dev/null || true' EXIT  # a failed CPU run stops it too
 fi
-bash scripts/build.sh
+bash scripts/build.sh -DDTRAIN_BUILD_TESTS=ON -DDTRAIN_BUILD_BENCH=ON
 . scripts/mpi_env.sh
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure --timeout 900 "$@"
 

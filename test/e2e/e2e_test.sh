@@ -38,6 +38,17 @@ else
 fi
 [ -f ck1/checkpoint-epoch-000002.pt ] && pass "checkpoint written per epoch" || fail "no checkpoint for epoch 2"
 
+# 1a. Kubeflow Katib's File collector (fileFormat JSON) finds each epoch's accuracy and loss in the run
+#     log, with the console's values and a timestamp.
+katib_console=$(grep -o 'metricName: [a-z]*, metricValue: [0-9.]*' out1.txt | sed 's/metricName: //; s/, metricValue: / /')
+if katib_file=$(/usr/bin/python3 "$here/katib_file_collector.py" logs1/*/events.jsonl accuracy loss) &&
+   [ "$(echo "$katib_file" | cut -d' ' -f2- | sort)" = "$(echo "$katib_console" | sort)" ] &&
+   [ "$(echo "$katib_file" | wc -l)" -eq 4 ]; then
+  pass "Katib's File collector reads the run log: $(echo "$katib_file" | tr '\n' ';')"
+else
+  fail "Katib File collector on the run log: '$katib_file', console: '$katib_console'"
+fi
+
 # 1b. --profile-steps on rank 1: its trace and operations table reach rank 0's run directory.
 if run_np 2 "${fast[@]}" --epochs 1 --profile-steps 2:3 --profile-rank 1 --log-dir logs-prof --checkpoint=false \
      >out-prof.txt 2>&1 &&
@@ -130,6 +141,97 @@ if run_np 2 "${fast[@]}" --epochs 3 --resume --log-dir logs3b --checkpoint-dir c
   pass "resuming a finished run reports its final metrics ($katib_of_epoch3)"
 else
   fail "resume of a finished run"; cat out3b.txt
+fi
+
+# 3c. Runs side by side in one log directory never touch each other's checkpoints: each keeps them in its
+#     own run directory; a run's name is taken again only with --resume, and not while it runs; --resume
+#     without a name continues the newest run; a shared --checkpoint-dir with a run's checkpoints in it
+#     is not overwritten by a new run.
+if run_np 2 "${fast[@]}" --epochs 1 --log-dir logs-pair >pair1.txt 2>&1 &&
+   first_ck=$(ls logs-pair/*/checkpoints/checkpoint-epoch-000001.pt) && first_sum=$(sha256sum <"$first_ck") &&
+   run_np 2 "${fast[@]}" --epochs 1 --seed 2 --log-dir logs-pair >pair2.txt 2>&1 &&
+   [ "$(ls -d logs-pair/*/ | wc -l)" -eq 2 ] && [ "$(ls logs-pair/*/checkpoints/*.pt | wc -l)" -eq 2 ] &&
+   [ "$(sha256sum <"$first_ck")" = "$first_sum" ]; then
+  pass "a second run in the same log directory leaves the first run's checkpoint as it was"
+else
+  fail "two runs in one log directory: $(ls -R logs-pair | tr '\n' ' ')"; cat pair1.txt pair2.txt
+fi
+run_np 2 "${fast[@]}" --epochs 1 --log-dir logs-named --run-name job-1 >named1.txt 2>&1
+run_np 2 "${fast[@]}" --epochs 1 --log-dir logs-named --run-name job-1 >named2.txt 2>&1
+named2_rc=$?
+if [ "$named2_rc" -eq 2 ] && [ "$(errors_in named2.txt)" -eq 1 ] &&
+   grep -q "log.run_name 'job-1': a run of that name is already in 'logs-named'; continue it with --resume" named2.txt &&
+   run_np 1 "${fast[@]}" --epochs 2 --log-dir logs-named --run-name job-1 --resume >named3.txt 2>&1 &&
+   grep -q "resumed at epoch 2 from logs-named/job-1/checkpoints/checkpoint-epoch-000001.pt" named3.txt &&
+   [ "$(grep -c '"event":"run_start"' logs-named/job-1/events.jsonl)" -eq 2 ] &&
+   run_np 1 "${fast[@]}" --epochs 3 --log-dir logs-named --resume >named4.txt 2>&1 &&
+   grep -q "resuming run 'job-1', the run of mnist in 'logs-named' with the newest checkpoint" named4.txt &&
+   grep -q "resumed at epoch 3 from logs-named/job-1/checkpoints/checkpoint-epoch-000002.pt" named4.txt; then
+  pass "a named run continues only with --resume, in its own directory; --resume alone finds the newest run"
+else
+  fail "named runs (second start exit $named2_rc)"; cat named2.txt named3.txt named4.txt
+fi
+# A run in progress holds its directory: a second start of it is refused at once, naming the holder.
+run_np 2 --workload mnist --synthetic --max-steps 2000 --log-interval 0 --eval-samples 500 --log-dir logs-named \
+  --run-name busy >busy1.txt 2>&1 &
+busy=$!
+for _ in $(seq 1 300); do [ -f logs-named/busy/events.jsonl ] && break; sleep 0.1; done
+run_np 2 "${fast[@]}" --epochs 1 --log-dir logs-named --run-name busy --resume >busy2.txt 2>&1
+busy2_rc=$?
+kill "$busy" 2>/dev/null; wait "$busy" 2>/dev/null
+if [ "$busy2_rc" -eq 2 ] &&
+   grep -q "run 'busy' in 'logs-named' is in use by another dtrain (pid [0-9]* on .* since 20.*); wait for it to end" busy2.txt &&
+   run_np 2 "${fast[@]}" --epochs 1 --log-dir logs-ck --checkpoint-dir ck1 >shared.txt 2>&1; [ $? -eq 2 ] &&
+   grep -q "checkpoint.dir 'ck1' holds checkpoints of an earlier run (ck1/checkpoint-epoch-000003.pt), which this run would overwrite" shared.txt; then
+  pass "a run in progress and a directory of earlier checkpoints are refused with what to do instead"
+else
+  fail "busy run (exit $busy2_rc) or shared checkpoint.dir"; cat busy2.txt shared.txt
+fi
+
+# 3d. A log directory whose name is not UTF-8 (a Latin-1 byte): every line of the run log is still valid
+#     UTF-8 JSON, the byte replaced by U+FFFD.
+latin1=$'logs-caf\xe9'
+if run_np 2 "${fast[@]}" --epochs 1 --log-dir "$latin1" --checkpoint=false >latin1.txt 2>&1 &&
+   /usr/bin/python3 - "$latin1" <<'PY'
+import glob, json, os, sys
+[path] = glob.glob(os.path.join(os.fsencode(sys.argv[1]), b"*", b"events.jsonl"))
+records = [json.loads(line) for line in open(path, "rb").read().decode("utf-8").splitlines()]  # strict UTF-8
+assert [r["event"] for r in records if r["event"] != "sample"] == ["run_start", "epoch_end", "run_end"], records
+assert "logs-caf\ufffd" in records[0]["config"], records[0]["config"]
+PY
+then
+  pass "a run log under a non-UTF-8 path is valid UTF-8 JSON"
+else
+  fail "run log under a non-UTF-8 path"; cat latin1.txt
+fi
+
+# 3e. Progress under mpirun with the output captured: a plain line with the rate and time left at most
+#     every --progress-interval-s on stderr, for training and evaluation; stdout holds exactly the lines it
+#     held before (Katib's grammar); no progress line looks like a Katib name=value or bash time's line.
+#     Under a terminal (script(1) gives mpirun one), the same run draws a bar in place instead.
+progress=(--workload mnist --synthetic --max-steps 120 --log-interval 40 --eval-samples 6000 --eval-batch-size 500
+          --checkpoint=false --progress-interval-s 0.3)
+line_re='^progress: (epoch|evaluation) 1/1 [0-9]+% \([0-9]+/[0-9]+ samples\) \| [0-9]+ samples/s \| [0-9]+:[0-9]{2} left$'
+if run_np 2 "${progress[@]}" --log-dir logs-progress >progress.out 2>progress.err &&
+   [ "$(grep -cE "$line_re" progress.err)" -ge 3 ] && grep -qE '^progress: evaluation ' progress.err &&
+   [ "$(grep -c '^progress:' progress.err)" -eq "$(grep -cE "$line_re" progress.err)" ] &&
+   ! grep '^progress:' progress.err | grep -qE '=|real' && ! grep -q '^progress:' progress.out &&
+   /usr/bin/python3 "$here/check_run_output.py" progress.out logs-progress 1 katib >/dev/null; then
+  pass "progress lines with rate and time left under mpirun: $(grep -m1 '^progress: epoch' progress.err)"
+else
+  fail "progress lines under mpirun"; cat progress.err progress.out
+fi
+if command -v script >/dev/null; then
+  printf -v mpirun_line '%q ' timeout 300 "$mpiexec" -np 2 $mpi_flags "$dtrain" "${cpu[@]}" "${progress[@]}" \
+    --log-dir logs-bar
+  if script -qfec "$mpirun_line" typescript.txt >/dev/null 2>&1 && grep -q $'\repoch 1/1 \[#*\.*\] ' typescript.txt &&
+     grep -q ' samples/s | [0-9]*:[0-9][0-9] left' typescript.txt && ! grep -q '^progress:' typescript.txt; then
+    pass "under mpirun on a terminal the progress is a bar redrawn in place"
+  else
+    fail "progress bar under mpirun on a terminal"; cat -v typescript.txt | tail -20
+  fi
+else
+  echo "SKIP: progress bar on a terminal: script(1) is not installed (util-linux)"
 fi
 
 # 4. Bad input: one identical message, the exit status of its kind, no hang, at 2 ranks. (Many more
@@ -318,7 +420,8 @@ if mount -t tmpfs -o size=64k tmpfs "$full" 2>mount.err; then
   if [ "$rc_log" -eq 5 ] && grep -q "cannot write '$full/logs/.*': No space left on device" err9a.txt &&
      [ -z "$leftover_log" ] && ! grep -q "Train Epoch" out9a.txt &&
      [ "$rc_ck" -eq 5 ] && grep -q "cannot write '$full/ck/checkpoint-epoch-000001.pt.tmp': No space left on device" err9b.txt &&
-     [ -z "$(ls -A "$full/ck")" ] && grep -q '"event":"error".*No space left on device' logs9/*/events.jsonl; then
+     [ -z "$(ls -A "$full/ck" | grep -vx '.dtrain.lock')" ] &&
+     grep -q '"event":"error".*No space left on device' logs9/*/events.jsonl; then
     pass "a full disk is one clear error (exit 5) before training, or at the checkpoint, with no partial file"
   else
     fail "full disk: run log exit $rc_log (left: $leftover_log), checkpoint exit $rc_ck, left: $(ls -A "$full/ck" 2>/dev/null)"

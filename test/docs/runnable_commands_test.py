@@ -6,8 +6,9 @@ order with bash (errexit, pipefail) in one scratch directory that holds links to
 to the build, so relative paths work as in a checkout, and the runs' outputs stay out of it. Training is
 shortened: every command line that runs dtrain (directly, under a launcher, or through run_mnist.sh or
 a study runner, whose extra arguments go to dtrain) gets --max-steps and --eval-samples appended. Nothing
-else is changed: a command that needs root's consent or more cores than the machine has fails here as it
-would for the user.
+else is changed, and the blocks run without the Open MPI variables a test harness may have set (such as
+OMPI_ALLOW_RUN_AS_ROOT): a command that needs root's consent or more cores than the machine has fails
+here as it would in a user's fresh shell.
 
 Usage: runnable_commands_test.py SOURCE_DIR BUILD_DIR [FILE ...]   (files relative to SOURCE_DIR)
 """
@@ -74,6 +75,7 @@ def scratch_dir(source, build):
 def main():
     source, build = Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve()
     files = sys.argv[3:] or ["README.md"] + sorted(str(p.relative_to(source)) for p in (source / "docs").glob("*.md"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "OPAL_"))}
     failures = 0
     total = 0
     for name in files:
@@ -86,7 +88,7 @@ def main():
             script = shortened(block)
             print(f"--- {name}:{line}\n{script}", flush=True)
             try:
-                result = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=scratch, text=True,
+                result = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=scratch, env=env, text=True,
                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=TIMEOUT_S,
                                         stdin=subprocess.DEVNULL)
                 output, status = result.stdout, result.returncode

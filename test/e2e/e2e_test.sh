@@ -355,7 +355,10 @@ fi
 run_np 2 --workload mnist --synthetic --log-interval 1 --comm-timeout-s 10 --log-dir logs6 --checkpoint=false \
   >stuck.out 2>stuck.err &
 job=$!
-for _ in $(seq 1 120); do grep -q "Train Epoch" stuck.out 2>/dev/null && break; sleep 0.5; done
+# A few steps in, and a second for rank 1's heartbeat (every comm.timeout_s / 30) to report them, so that
+# its last report is training whatever the machine's speed.
+for _ in $(seq 1 120); do [ "$(grep -c "Train Epoch" stuck.out 2>/dev/null)" -ge 3 ] && break; sleep 0.5; done
+sleep 1
 rank1=$(pgrep -f -- "--comm-timeout-s 10" | while read -r pid; do
   [ "$(tr '\0' '\n' </proc/"$pid"/environ 2>/dev/null | grep -x 'OMPI_COMM_WORLD_RANK=1')" ] && echo "$pid"; done | head -1)
 if [ -n "$rank1" ]; then

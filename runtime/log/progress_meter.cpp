@@ -46,7 +46,7 @@ void ProgressMeter::update(int64_t done) {
     return;
   }
   last_draw_s_ = now;
-  draw();
+  draw(now);
 }
 
 void ProgressMeter::end() {
@@ -60,12 +60,11 @@ void ProgressMeter::clear() {
   bar_visible_ = false;
 }
 
-ProgressState ProgressMeter::state() const {
+ProgressState ProgressMeter::state(double now) const {
   ProgressState s;
   s.phase = phase_;
   s.done = done_;
   s.total = total_;
-  const double now = now_s_();
   if (rate_from_done_ >= 0 && done_ > rate_from_done_ && now > rate_from_s_) {
     s.samples_per_s = static_cast<double>(done_ - rate_from_done_) / (now - rate_from_s_);
   } else if (done_ > begin_done_ && now > phase_start_s_) {
@@ -75,12 +74,12 @@ ProgressState ProgressMeter::state() const {
   return s;
 }
 
-void ProgressMeter::draw() {
+void ProgressMeter::draw(double now) {
   if (style_ == ProgressStyle::kBar) {
-    out_ << "\r" << progress_bar_text(state(), kBarWidth) << "\033[K" << std::flush;
+    out_ << "\r" << progress_bar_text(state(now), kBarWidth) << "\033[K" << std::flush;
     bar_visible_ = true;
   } else {
-    out_ << progress_line_text(state()) << "\n" << std::flush;
+    out_ << progress_line_text(state(now)) << "\n" << std::flush;
   }
 }
 

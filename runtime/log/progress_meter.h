@@ -33,11 +33,10 @@ class ProgressMeter final {
   // Clears the bar before other output, which the next update draws it under.
   void clear();
 
-  ProgressStyle style() const { return style_; }
 
  private:
-  ProgressState state() const;
-  void draw();
+  ProgressState state(double now) const;
+  void draw(double now);
 
   ProgressStyle style_;
   double line_interval_s_;

@@ -51,7 +51,7 @@ void add_katib_metrics(JsonRecord& record, const EpochStats& s) {
   record["timestamp"] = utc_timestamp_ms(unix_now_s());
 }
 
-std::string epoch_json(const EpochStats& s) {
+JsonRecord epoch_record(const EpochStats& s) {
   JsonRecord record = epoch_metrics("epoch_end", s);
   record["steps"] = s.steps;
   record["first_step"] = s.first_step;
@@ -73,7 +73,7 @@ std::string epoch_json(const EpochStats& s) {
   record["net_rx_bytes_per_step"] = s.net_rx_bytes_per_step;
   record["checkpoint"] = s.checkpoint_path;
   add_katib_metrics(record, s);
-  return json_line(record);
+  return record;
 }
 
 ProgressStyle progress_style(ProgressMode mode) {
@@ -90,18 +90,18 @@ ProgressStyle progress_style(ProgressMode mode) {
 
 RunLogger::RunLogger(const LogOptions& options, bool is_root, std::string run_dir, std::ostream& console,
                      std::ostream& progress)
-    : options_(options), is_root_(is_root), run_dir_(std::move(run_dir)), out_(console), progress_out_(progress) {
+    : options_(options), is_root_(is_root), run_dir_(std::move(run_dir)), out_(console) {
   if (!is_root_) {
     run_dir_.clear();
     return;
   }
-  meter_ = std::make_unique<ProgressMeter>(progress_style(options_.progress), options_.progress_interval_s, progress_out_);
+  meter_ = std::make_unique<ProgressMeter>(progress_style(options_.progress), options_.progress_interval_s, progress);
   events_ = std::make_unique<AppendFile>((std::filesystem::path(run_dir_) / "events.jsonl").string());
 }
 
-void RunLogger::write_event(const std::string& json_line) {
+void RunLogger::write_event(const JsonRecord& record) {
   // One write(2) per record: a killed run keeps every event written so far, a full disk throws here.
-  events_->append(json_line + '\n');
+  events_->append(json_line(record) + '\n');
 }
 
 void RunLogger::flush_console() {
@@ -157,7 +157,7 @@ void RunLogger::run_start(const RunInfo& info) {
   record["peak_tflops"] = info.peak_tflops;
   record["checkpoint_dir"] = info.checkpoint_dir;
   record["config"] = info.config_yaml;
-  write_event(json_line(record));
+  write_event(record);
 }
 
 void RunLogger::info(const std::string& message) {
@@ -202,7 +202,7 @@ void RunLogger::epoch_end(const EpochStats& stats) {
   if (options_.format == LogFormat::kPytorch) {
     out_ << "\n" << pytorch_test_line(stats) << "\n\n";
   }
-  write_event(epoch_json(stats));  // first: the run log is what comparisons read
+  write_event(epoch_record(stats));  // first: the run log is what comparisons read
   out_ << epoch_summary_line(stats) << "\n";
   if (options_.format == LogFormat::kKatib) out_ << katib_metrics_line(stats, std::time(nullptr)) << "\n";
   flush_console();
@@ -215,7 +215,7 @@ void RunLogger::finished_run(const EpochStats& last) {
   JsonRecord record = epoch_metrics("finished_run", last);
   record["checkpoint"] = last.checkpoint_path;
   add_katib_metrics(record, last);
-  write_event(json_line(record));
+  write_event(record);
   if (options_.format == LogFormat::kPytorch) out_ << "\n" << pytorch_test_line(last) << "\n\n";
   out_ << finished_run_line(last) << "\n";
   if (options_.format == LogFormat::kKatib) out_ << katib_metrics_line(last, std::time(nullptr)) << "\n";
@@ -233,7 +233,7 @@ void RunLogger::run_end(const RunSummary& summary) {
   record["total_s"] = summary.total_s;
   add_metrics(record, "final_test_", summary.final_test);
   record["peak_rss_bytes"] = summary.peak_rss_bytes;
-  write_event(json_line(record));
+  write_event(record);
   events_->sync();
 }
 
@@ -246,7 +246,7 @@ void RunLogger::samples_written(int64_t epoch, const std::vector<std::string>& p
   JsonRecord record = event("samples");
   record["epoch"] = epoch;
   record["paths"] = paths;
-  write_event(json_line(record));
+  write_event(record);
 }
 
 void RunLogger::profile_written(const ProfileRecord& profile) {
@@ -266,7 +266,7 @@ void RunLogger::profile_written(const ProfileRecord& profile) {
   record["events"] = profile.events;
   record["trace"] = profile.trace_path;
   record["table"] = profile.table_path;
-  write_event(json_line(record));
+  write_event(record);
 }
 
 void RunLogger::checkpoint_written(const CheckpointRecord& checkpoint) {
@@ -278,7 +278,7 @@ void RunLogger::checkpoint_written(const CheckpointRecord& checkpoint) {
   record["epoch_samples"] = checkpoint.epoch_samples;
   record["path"] = checkpoint.path;
   record["save_s"] = checkpoint.save_s;
-  write_event(json_line(record));
+  write_event(record);
 }
 
 void RunLogger::resumed(const ResumeRecord& r) {
@@ -306,7 +306,7 @@ void RunLogger::resumed(const ResumeRecord& r) {
     record["restart_s"] = r.restart_s;
   }
   if (r.lost_s >= 0) record["lost_s"] = r.lost_s;
-  write_event(json_line(record));
+  write_event(record);
 }
 
 void RunLogger::resource_samples(int rank, const std::vector<ResourceSample>& samples) {
@@ -333,9 +333,8 @@ void RunLogger::resource_samples(int rank, const std::vector<ResourceSample>& sa
     lines += json_line(record);
     lines += "\n";
   }
-  lines.pop_back();  // write_event ends the last line
   std::lock_guard<std::mutex> lock(mutex_);
-  write_event(lines);
+  events_->append(lines);  // all of them in one write(2), as write_event writes one record
 }
 
 void RunLogger::warning(const std::string& message) {
@@ -345,7 +344,7 @@ void RunLogger::warning(const std::string& message) {
   std::cerr << "dtrain: warning: " << message << std::endl;
   JsonRecord record = event("warning");
   record["message"] = message;
-  write_event(json_line(record));
+  write_event(record);
 }
 
 void RunLogger::error(const std::string& message, int rank, const ActivitySnapshot& where) noexcept {
@@ -359,7 +358,7 @@ void RunLogger::error(const std::string& message, int rank, const ActivitySnapsh
     record["phase"] = to_string(where.phase);
     record["epoch"] = where.epoch;
     record["step"] = where.step;
-    write_event(json_line(record));
+    write_event(record);
     events_->sync();
   } catch (const std::exception& e) {
     std::cerr << "dtrain: the run log has no record of this error: " << e.what() << std::endl;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "runtime/config/config.h"
+#include "runtime/log/json_line.h"
 #include "runtime/log/progress_meter.h"
 #include "runtime/log/run_events.h"
 #include "runtime/util/activity.h"
@@ -67,7 +68,7 @@ class RunLogger final {
 
 
  private:
-  void write_event(const std::string& json_line);  // mutex held
+  void write_event(const JsonRecord& record);  // mutex held
   void flush_console();                            // mutex held
 
   std::mutex mutex_;
@@ -76,7 +77,6 @@ class RunLogger final {
   std::string run_dir_;
   std::unique_ptr<AppendFile> events_;
   std::ostream& out_;
-  std::ostream& progress_out_;
   std::unique_ptr<ProgressMeter> meter_;  // rank 0
 };
 

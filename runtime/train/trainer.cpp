@@ -5,7 +5,6 @@
 #include <torch/optim/optimizer.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -544,9 +543,9 @@ MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
   stats.steps = steps - first_step;
   stats.first_step = first_step + 1;
   const int64_t global_per_step = opt.batch_size * comm_.world_size();
-  const int64_t epoch_samples = std::min(train.size(), steps * global_per_step);
+  const int64_t epoch_total = std::min(train.size(), steps * global_per_step);  // global samples, for progress
   logger_.begin_progress("epoch " + std::to_string(epoch) + "/" + std::to_string(opt.epochs),
-                         std::min(epoch_samples, first_step * global_per_step), epoch_samples);
+                         std::min(epoch_total, first_step * global_per_step), epoch_total);
   const bool skip_nonfinite = opt.on_nonfinite == NonFinitePolicy::kSkipStep;
   const int64_t check_every = config_.log.interval > 0 ? config_.log.interval : kNonFiniteCheckSteps;
   auto check_device_flag = [&] {
@@ -651,7 +650,7 @@ MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
       interval_sums.zero();
       interval_first_step = step + 2;
     }
-    logger_.progress(std::min(epoch_samples, (step + 1) * global_per_step));
+    logger_.progress(std::min(epoch_total, (step + 1) * global_per_step));
   }
   logger_.end_progress();
   if (device_.is_cuda()) check_device_flag();

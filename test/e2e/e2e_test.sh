@@ -179,13 +179,15 @@ for _ in $(seq 1 300); do [ -f logs-named/busy/events.jsonl ] && break; sleep 0.
 run_np 2 "${fast[@]}" --epochs 1 --log-dir logs-named --run-name busy --resume >busy2.txt 2>&1
 busy2_rc=$?
 kill "$busy" 2>/dev/null; wait "$busy" 2>/dev/null
+run_np 2 "${fast[@]}" --epochs 1 --log-dir logs-ck --checkpoint-dir ck1 >shared.txt 2>&1
+shared_rc=$?
 if [ "$busy2_rc" -eq 2 ] &&
    grep -q "run 'busy' in 'logs-named' is in use by another dtrain (pid [0-9]* on .* since 20.*); wait for it to end" busy2.txt &&
-   run_np 2 "${fast[@]}" --epochs 1 --log-dir logs-ck --checkpoint-dir ck1 >shared.txt 2>&1; [ $? -eq 2 ] &&
+   [ "$shared_rc" -eq 2 ] &&
    grep -q "checkpoint.dir 'ck1' holds checkpoints of an earlier run (ck1/checkpoint-epoch-000003.pt), which this run would overwrite" shared.txt; then
   pass "a run in progress and a directory of earlier checkpoints are refused with what to do instead"
 else
-  fail "busy run (exit $busy2_rc) or shared checkpoint.dir"; cat busy2.txt shared.txt
+  fail "busy run (exit $busy2_rc) or shared checkpoint.dir (exit $shared_rc)"; cat busy2.txt shared.txt
 fi
 
 # 3d. A log directory whose name is not UTF-8 (a Latin-1 byte): every line of the run log is still valid

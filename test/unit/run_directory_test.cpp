@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <functional>
 #include <fstream>
 #include <sstream>
 
@@ -30,15 +29,6 @@ TrainConfig run_config(const test::TempDir& dir) {
   config.checkpoint.dir.clear();
   config.train.epochs = 1;
   return config;
-}
-
-std::string error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
 }
 
 }  // namespace
@@ -84,8 +74,9 @@ TEST_CASE("a run directory in use by another dtrain is refused, naming the holde
   config.checkpoint.resume = true;
   {
     const auto running = RunDirectory::open(config, 0);
-    const std::string error = error_of([&] { RunDirectory::open(config, 0.3); });
-    CHECK_THAT(error, Contains("run 'study-n4' in '" + config.log.dir + "' is in use by another dtrain (pid ") &&
+    CHECK_THROWS_AS(RunDirectory::open(config, 0.3), ConfigError);
+    CHECK_THROWS_WITH(RunDirectory::open(config, 0.3),
+                      Contains("run 'study-n4' in '" + config.log.dir + "' is in use by another dtrain (pid ") &&
                           Contains("; wait for it to end, or give this run another --run-name"));
   }
   // Its end (or its death: the kernel drops the lock of a dead process) releases it.
@@ -98,9 +89,10 @@ TEST_CASE("a named run continues only with --resume", "[run_dir]") {
   TrainConfig config = run_config(dir);
   config.log.run_name = "pod-job-7";
   test::train_alone(config, *workload);
-  CHECK_THAT(error_of([&] { RunDirectory::open(config, 0); }),
-             Contains("log.run_name 'pod-job-7': a run of that name is already in '" + config.log.dir +
-                      "'; continue it with --resume, or give this run another --run-name"));
+  CHECK_THROWS_AS(RunDirectory::open(config, 0), ConfigError);
+  CHECK_THROWS_WITH(RunDirectory::open(config, 0),
+                    Contains("log.run_name 'pod-job-7': a run of that name is already in '" + config.log.dir +
+                             "'; continue it with --resume, or give this run another --run-name"));
 
   // A restarted pod runs the same command with --resume: the run continues in its directory.
   config.train.epochs = 2;
@@ -162,15 +154,17 @@ TEST_CASE("a shared checkpoint.dir is locked, and kept from overwrites without -
   {
     const auto running = RunDirectory::open(config, 0);
     CHECK(running->checkpoint_dir() == config.checkpoint.dir);
-    CHECK_THAT(error_of([&] { RunDirectory::open(config, 0); }),
-               Contains("checkpoint.dir '" + config.checkpoint.dir + "' is in use by another dtrain (pid ") &&
-                   Contains("give this run its own --checkpoint-dir, or leave checkpoint.dir unset"));
+    CHECK_THROWS_AS(RunDirectory::open(config, 0), ConfigError);
+    CHECK_THROWS_WITH(RunDirectory::open(config, 0),
+                      Contains("checkpoint.dir '" + config.checkpoint.dir + "' is in use by another dtrain (pid ") &&
+                          Contains("give this run its own --checkpoint-dir, or leave checkpoint.dir unset"));
   }
   test::train_alone(config, *workload);
-  CHECK_THAT(error_of([&] { RunDirectory::open(config, 0); }),
-             Contains("checkpoint.dir '" + config.checkpoint.dir + "' holds checkpoints of an earlier run (") &&
-                 Contains("checkpoint-epoch-000001.pt), which this run would overwrite; continue that run with "
-                          "--resume, or give this run another --checkpoint-dir"));
+  CHECK_THROWS_AS(RunDirectory::open(config, 0), ConfigError);
+  CHECK_THROWS_WITH(RunDirectory::open(config, 0),
+                    Contains("checkpoint.dir '" + config.checkpoint.dir + "' holds checkpoints of an earlier run (") &&
+                        Contains("checkpoint-epoch-000001.pt), which this run would overwrite; continue that run with "
+                                 "--resume, or give this run another --checkpoint-dir"));
   config.checkpoint.resume = true;
   config.train.epochs = 2;
   CHECK(test::train_alone(config, *workload).result.epochs.at(0).epoch == 2);

@@ -70,8 +70,7 @@ def main():
     parser.add_argument("--keep-logs", help="write each ref's whole output to DIR/first-run-COMMIT.log")
     args = parser.parse_args()
     repo = sh("git", "rev-parse", "--show-toplevel", cwd=os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, STORAGE_DRIVER=os.environ.get("STORAGE_DRIVER", "vfs"))
-    os.environ.update(env)
+    os.environ.setdefault("STORAGE_DRIVER", "vfs")  # buildah's, as the image scripts use it
     base = sh("bash", os.path.join(repo, "scripts", "debian_base_image.sh"))
     results = []
     for ref in args.refs:

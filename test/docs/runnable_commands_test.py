@@ -93,7 +93,8 @@ def main():
                                         stdin=subprocess.DEVNULL)
                 output, status = result.stdout, result.returncode
             except subprocess.TimeoutExpired as e:
-                output, status = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or ""), "timeout"
+                # The output captured so far comes as bytes, whatever text= asked for.
+                output, status = (e.stdout or b"").decode(errors="replace"), "timeout"
             if status == 0:
                 print(f"PASS: {name}:{line} ({len(output.splitlines())} lines of output)")
             else:

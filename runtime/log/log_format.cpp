@@ -25,16 +25,6 @@ long long percent(int64_t part, int64_t whole) {
 
 }  // namespace
 
-std::string format_utc(std::time_t when, const char* strftime_format) {
-  std::tm utc{};
-  gmtime_r(&when, &utc);
-  char text[64];
-  std::strftime(text, sizeof text, strftime_format, &utc);
-  return text;
-}
-
-std::string utc_timestamp(std::time_t when) { return format_utc(when, "%Y-%m-%dT%H:%M:%SZ"); }
-
 std::string utc_timestamp_ms(double unix_s) {
   const double whole = std::floor(unix_s);
   const int ms = std::min(999, static_cast<int>(std::lround((unix_s - whole) * 1000.0)));

@@ -9,14 +9,9 @@
 #include <vector>
 
 #include "runtime/log/run_events.h"
+#include "runtime/util/timer.h"  // format_utc, utc_timestamp
 
 namespace dtrain {
-
-// `when` in UTC with a strftime format.
-std::string format_utc(std::time_t when, const char* strftime_format);
-
-// "2026-11-21T10:00:00Z"
-std::string utc_timestamp(std::time_t when);
 
 // "2026-11-21T10:00:00.123Z" (RFC 3339 with milliseconds) for seconds since 1970.
 std::string utc_timestamp_ms(double unix_s);

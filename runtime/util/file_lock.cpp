@@ -11,6 +11,7 @@
 
 #include "runtime/util/error.h"
 #include "runtime/util/file_io.h"
+#include "runtime/util/timer.h"
 
 namespace dtrain {
 namespace {
@@ -18,12 +19,7 @@ namespace {
 std::string holder_text() {
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char when[32];
-  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return "pid " + std::to_string(::getpid()) + " on " + host + " since " + when;
+  return "pid " + std::to_string(::getpid()) + " on " + host + " since " + utc_timestamp(std::time(nullptr));
 }
 
 std::string read_holder(int fd) {

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <chrono>
+#include <ctime>
+#include <string>
 
 namespace dtrain {
 
@@ -16,6 +18,18 @@ class Stopwatch final {
   using Clock = std::chrono::steady_clock;
   Clock::time_point start_;
 };
+
+// `when` in UTC with a strftime format.
+inline std::string format_utc(std::time_t when, const char* strftime_format) {
+  std::tm utc{};
+  gmtime_r(&when, &utc);
+  char text[64];
+  std::strftime(text, sizeof text, strftime_format, &utc);
+  return text;
+}
+
+// "2026-11-21T10:00:00Z"
+inline std::string utc_timestamp(std::time_t when) { return format_utc(when, "%Y-%m-%dT%H:%M:%SZ"); }
 
 // Seconds since 1970 (the system clock): comparable across the hosts of a job, not monotonic.
 inline double unix_now_s() {

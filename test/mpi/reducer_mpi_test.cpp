@@ -19,8 +19,8 @@ struct GlobalBatch {
 };
 
 // The same data on every rank; rank r trains on its slice, the reference on all of it.
-GlobalBatch global_batch(int64_t n, int64_t step) {
-  return {at::randn({n, 8}, at::detail::createCPUGenerator(1000 + step), at::kFloat),
+GlobalBatch global_batch(int64_t n, int64_t step, at::ScalarType dtype = at::kFloat) {
+  return {at::randn({n, 8}, at::detail::createCPUGenerator(1000 + step), dtype),
           at::randint(4, {n}, at::detail::createCPUGenerator(2000 + step), at::kLong)};
 }
 
@@ -41,17 +41,20 @@ TEST_CASE("k steps at world W with batch b match world 1 with batch W*b", "[redu
   const int64_t b = 6;
   const int64_t k = 5;
   for (size_t bucket_bytes : {size_t{64}, size_t{25} << 20}) {  // many small buckets, and one bucket
+    // In float64, so that the bound is float64's rounding (test::kReorderBound), whatever the CPU.
     auto workload = test::make_tiny_workload();
     at::manual_seed(comm->rank() == 0 ? 11 : 99);
     auto model = workload->make_model({});
+    model->to(at::kDouble);
     at::manual_seed(11);
     auto reference = workload->make_model({});  // rank 0's initialisation, on every rank
+    reference->to(at::kDouble);
 
     BucketedReducer reducer(model->parameters(), model->buffers(), *comm, ReducerOptions{BucketOptions{bucket_bytes, 32}});
     torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
     torch::optim::SGD reference_optimizer(reference->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
     for (int64_t step = 0; step < k; ++step) {
-      const GlobalBatch batch = global_batch(world * b, step);
+      const GlobalBatch batch = global_batch(world * b, step, at::kDouble);
       reducer.prepare_backward(true);
       at::nll_loss(model->forward(batch.x.narrow(0, comm->rank() * b, b)), batch.y.narrow(0, comm->rank() * b, b))
           .backward();
@@ -64,7 +67,7 @@ TEST_CASE("k steps at world W with batch b match world 1 with batch W*b", "[redu
       reference_optimizer.step();
     }
     const double difference = test::max_relative_difference(test::flat_params(*model), test::flat_params(*reference));
-    CHECK(difference < 1e-5);
+    CHECK(difference < test::kReorderBound);
     CHECK(test::same_as_root(*comm, test::flat_params(*model)));  // bitwise identical replicas
   }
 }
@@ -77,14 +80,16 @@ TEST_CASE("accumulating K micro-steps at world W matches one step on the K-fold 
   auto workload = test::make_tiny_workload();
   at::manual_seed(21);
   auto model = workload->make_model({});
+  model->to(at::kDouble);
   at::manual_seed(21);
   auto reference = workload->make_model({});
+  reference->to(at::kDouble);
   BucketedReducer reducer(model->parameters(), model->buffers(), *comm, ReducerOptions{BucketOptions{128, 32}});
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.2));
   torch::optim::SGD reference_optimizer(reference->parameters(), torch::optim::SGDOptions(0.2));
 
   // Global batch of W*K*b samples: micro-step i of rank r takes rows [(i*W + r)*b, +b).
-  const GlobalBatch batch = global_batch(world * k * b, 7);
+  const GlobalBatch batch = global_batch(world * k * b, 7, at::kDouble);
   for (int64_t i = 0; i < k; ++i) {
     const int64_t begin = (i * world + comm->rank()) * b;
     reducer.prepare_backward(i == k - 1);
@@ -97,7 +102,7 @@ TEST_CASE("accumulating K micro-steps at world W matches one step on the K-fold 
   optimizer.step();
   at::nll_loss(reference->forward(batch.x), batch.y).backward();
   reference_optimizer.step();
-  CHECK(test::max_relative_difference(test::flat_params(*model), test::flat_params(*reference)) < 1e-5);
+  CHECK(test::max_relative_difference(test::flat_params(*model), test::flat_params(*reference)) < test::kReorderBound);
   CHECK(test::same_as_root(*comm, test::flat_params(*model)));
 }
 

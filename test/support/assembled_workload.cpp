@@ -25,6 +25,12 @@ class AssembledWorkload final : public ClassifierWorkload {
 
 }  // namespace
 
+Float64Model::Float64Model(std::shared_ptr<Model> model) : model_(register_module("model", std::move(model))) {
+  model_->to(at::kDouble);
+}
+
+at::Tensor Float64Model::forward(const at::Tensor& inputs) { return model_->forward(inputs.to(at::kDouble)); }
+
 std::unique_ptr<ClassifierWorkload> assemble_workload(WorkloadParts parts) {
   return std::make_unique<AssembledWorkload>(std::move(parts));
 }

@@ -22,6 +22,17 @@ struct WorkloadParts {
 
 std::unique_ptr<ClassifierWorkload> assemble_workload(WorkloadParts parts);
 
+// A model run in float64 (parameters, buffers, activations, class scores and so the loss) on the float
+// inputs of the data pipeline: for tests that compare two trainings whose float32 rounding differs.
+class Float64Model final : public Model {
+ public:
+  explicit Float64Model(std::shared_ptr<Model> model);
+  at::Tensor forward(const at::Tensor& inputs) override;
+
+ private:
+  std::shared_ptr<Model> model_;
+};
+
 // Generated RGB images (make_synthetic_images: each class its colour and texture) with the vision
 // workloads' training transforms: a random crop of the `crop_padding`-padded image and a flip.
 WorkloadData generated_images(int64_t num_classes, int64_t image_size, int64_t train_samples, int64_t test_samples,

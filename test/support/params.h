@@ -3,11 +3,24 @@
 
 #include <ATen/ATen.h>
 
+#include <limits>
 #include <vector>
 
 #include "runtime/train/workload.h"
 
 namespace dtrain::test {
+
+// The bound on the gap between two float64 trainings that compute the same math in another summation
+// order (W ranks against one, micro-batches against one batch, a world that shrank against one that did
+// not): float64's unit roundoff (1.1e-16) times a growth factor of 1e10 over a test's few steps. Growth
+// measured on the tests' networks: at most 3e8 (ResNet-50 with synced BatchNorm at initialisation), 3 to
+// 200 without BatchNorm. In float32 such comparisons are luck: a near tie (two values of a max-pool window,
+// a ReLU input at zero) that one run rounds the other way moves a gradient by a sample's share, and which
+// near ties a run meets depends on the BLAS kernels its CPU gets (test/mpi/equivalence_mpi_test.cpp).
+constexpr double kReorderBound = 1e10 * std::numeric_limits<double>::epsilon() / 2;  // 1.1e-6
+// What a control with wrong distributed math (gradients summed, per-rank statistics, another global
+// batch) must exceed: 100 times the bound, so that the bound separates the two by orders both ways.
+constexpr double kWrongMath = 100 * kReorderBound;
 
 // All parameters flattened into one float64 vector (a copy).
 inline at::Tensor flat_params(torch::nn::Module& model) {

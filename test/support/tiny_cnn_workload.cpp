@@ -34,7 +34,11 @@ class TinyCnn final : public Model {
 std::unique_ptr<ClassifierWorkload> make_tiny_cnn_workload(TinyCnnOptions options) {
   WorkloadParts parts;
   parts.name = "tiny-cnn";
-  parts.model = [options](const WorkloadData&) { return std::make_shared<TinyCnn>(options.batch_norm); };
+  parts.model = [options](const WorkloadData&) -> std::shared_ptr<Model> {
+    auto model = std::make_shared<TinyCnn>(options.batch_norm);
+    if (options.float64) return std::make_shared<Float64Model>(std::move(model));
+    return model;
+  };
   parts.data = [options](uint64_t seed) {
     return generated_images(4, 8, options.train_samples, options.test_samples, /*crop_padding=*/2, seed);
   };

@@ -14,6 +14,7 @@ struct TinyCnnOptions {
   bool batch_norm = true;
   int64_t train_samples = 256;
   int64_t test_samples = 64;
+  bool float64 = false;  // the model in float64 (test::Float64Model)
 };
 
 std::unique_ptr<ClassifierWorkload> make_tiny_cnn_workload(TinyCnnOptions options = {});

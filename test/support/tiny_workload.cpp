@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "runtime/data/synthetic.h"
+#include "test/support/assembled_workload.h"
 
 namespace dtrain::test {
 namespace {
@@ -34,7 +35,9 @@ class TinyWorkload final : public ClassifierWorkload {
   std::string name() const override { return "tiny"; }
   std::string data_format() const override { return "generated: 8 features, 4 classes"; }
   std::shared_ptr<Model> make_model(const WorkloadData&) const override {
-    return std::make_shared<TinyNet>(options_.dropout, options_.hidden);
+    auto model = std::make_shared<TinyNet>(options_.dropout, options_.hidden);
+    if (options_.float64) return std::make_shared<Float64Model>(std::move(model));
+    return model;
   }
   Outputs outputs() const override { return Outputs::kLogProbabilities; }
   WorkloadData load_data(const DataOptions&, uint64_t seed) const override {

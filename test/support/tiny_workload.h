@@ -17,6 +17,7 @@ struct TinyOptions {
   std::vector<int64_t> nan_train_samples;  // training samples whose inputs are NaN
   bool nan_test_inputs = false;            // every test input NaN
   int64_t nan_test_from = -1;              // >= 0: test inputs from this index on are NaN
+  bool float64 = false;  // the model in float64 (test::Float64Model), for comparing runs of another order
 };
 
 std::unique_ptr<ClassifierWorkload> make_tiny_workload(TinyOptions options = {});

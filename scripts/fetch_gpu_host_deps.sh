@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Downloads (does not install) the Debian 12 packages that a GPU host with only a pip PyTorch lacks:
-# Open MPI and its libraries, yaml-cpp, cxxopts, nlohmann-json, Catch2, zlib, TurboJPEG and libpng headers and
-# Debian's Fashion-MNIST, into ${DEPS_DIR:-.deps}.
+# Open MPI and its libraries, yaml-cpp, cxxopts, nlohmann-json, Catch2, zlib, TurboJPEG and libpng headers,
+# Debian's Fashion-MNIST and Python's jsonschema (pure Python), into ${DEPS_DIR:-.deps}.
 # Run it on a Debian 12 machine with apt access; carry the folder to the GPU host, where
 # scripts/gpu_host.sh unpacks it into a private prefix (never into /). About 40 MB.
 set -euo pipefail
@@ -14,6 +14,7 @@ packages=(
   libnuma1 libltdl7 libmunge2 libcxxopts-dev nlohmann-json3-dev libyaml-cpp0.7 libyaml-cpp-dev catch2 zlib1g-dev
   libturbojpeg0 libturbojpeg0-dev libpng16-16 libpng-dev
   dataset-fashion-mnist  # the real training data, for the epoch benchmark
+  python3-jsonschema python3-attr python3-pyrsistent  # the tests' check of run logs against their schema
 )
 mkdir -p "$deps_dir"
 (cd "$deps_dir" && apt-get download "${packages[@]}")

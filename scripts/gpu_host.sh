@@ -38,6 +38,9 @@ if ! command -v mpirun >/dev/null || [ -d "$deps_dir" ]; then
   # Open MPI finds its help files, plugins and wrapper data through these once relocated.
   export OPAL_PREFIX=$prefix/usr OPAL_LIBDIR=$arch_lib/openmpi/lib OPAL_DATADIR=$prefix/usr/share/openmpi
   export OPAL_PKGDATADIR=$prefix/usr/share/openmpi OPAL_SYSCONFDIR=$prefix/etc/openmpi
+  # Debian's pure-Python jsonschema (and attr, pyrsistent) for the tests' run-log checks: the only Python
+  # modules among the unpacked packages.
+  export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$prefix/usr/lib/python3/dist-packages
   mpi_args=(-DMPI_CXX_COMPILER="$prefix/usr/bin/mpicxx.openmpi" -DMPIEXEC_EXECUTABLE="$prefix/usr/bin/mpirun.openmpi")
   extra_prefix="$prefix/usr"
   mpirun_bin=$prefix/usr/bin/mpirun.openmpi

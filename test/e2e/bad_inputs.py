@@ -318,6 +318,13 @@ def main():
         failures = [r for r in results if r]
         for case, result in zip(corpus, results):
             print(("FAIL " + result) if result else f"ok   {case[0]} (exit {case[2]})")
+        # The run logs of the cases that got as far as writing one (their error records) match the schema.
+        schema = subprocess.run(["/usr/bin/python3", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                                                  "support", "check_run_logs.py"),
+                                 "--expect", "error", root], capture_output=True, text=True)
+        print(schema.stdout.strip())
+        if schema.returncode != 0:
+            failures.append("run logs that do not match runtime/log/run_log.schema.json")
         print(f"bad_inputs: {len(corpus)} cases, {len(failures)} failed")
         return 1 if failures else 0
 

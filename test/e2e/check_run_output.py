@@ -1,16 +1,22 @@
 #!/usr/bin/python3
 """Checks a dtrain run's console output and JSON-lines run log against the formats that downstream
-analysis tools parse. Usage: check_run_output.py OUTPUT_FILE LOG_DIR EPOCHS FORMAT"""
+analysis tools parse: the console lines with the patterns of runtime/log/console_lines.json, the run log
+with runtime/log/run_log.schema.json (both through dtrain-report's formats module), plus what these runs
+must hold (the mnist network's FLOPs and gradient bytes, samples of every rank).
+Usage: check_run_output.py OUTPUT_FILE LOG_DIR EPOCHS FORMAT [--require-samples]"""
 import glob
 import json
-import re
 import sys
+from pathlib import Path
 
-KATIB = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ INFO {5}\{metricName: accuracy, metricValue: (\d+\.\d{4})\};"
-                   r"\{metricName: loss, metricValue: (\d+\.\d{4})\}$")
-KATIB_PROGRESS = re.compile(r"^Train Epoch: (\d+) \[(\d+)/(\d+) \((\d+)%\)\]\tloss=(\d+\.\d{4})$")
-PYTORCH_PROGRESS = re.compile(r"^Train Epoch: (\d+) \[(\d+)/(\d+) \((\d+)%\)\]\tLoss: (\d+\.\d{6})$")
-PYTORCH_TEST = re.compile(r"^Test set: Average loss: (\d+\.\d{4}), Accuracy: (\d+)/(\d+) \((\d+)%\)$")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "report"))
+from dtrain_report import formats  # noqa: E402
+
+KATIB = formats.console_line("katib_metrics")
+KATIB_METRIC = formats.console_line("katib_metric")
+KATIB_PROGRESS = formats.console_line("katib_progress")
+PYTORCH_PROGRESS = formats.console_line("pytorch_progress")
+PYTORCH_TEST = formats.console_line("pytorch_test")
 EPOCH_KEYS = {"epoch", "train_loss", "test_loss", "test_accuracy", "epoch_s", "samples_per_s", "comm_s",
               "exposed_comm_s", "bytes_allreduced", "flops_per_sample", "tflops_achieved"}
 # The mnist network's training FLOPs per sample as the counter sees them: convolutions 0.39 M + 21.2 M and
@@ -53,34 +59,40 @@ def main():
     output_path, log_dir, epochs, fmt = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     require_samples = "--require-samples" in sys.argv[5:]
     text = open(output_path).read()
-    if "real" in text:
-        fail("output contains 'real', which the analysis takes for bash time output: " +
-             next(line for line in text.splitlines() if "real" in line))
+    for word, why in formats.never_contains().items():
+        if word in text:
+            fail(f"output contains '{word}' ({why}): " + next(line for line in text.splitlines() if word in line))
     lines = text.splitlines()
     if fmt == "katib":
-        metrics = [m for m in map(KATIB.match, lines) if m]
-        progress = [m for m in map(KATIB_PROGRESS.match, lines) if m]
+        metrics = [KATIB.parse(line) for line in lines if KATIB.parse(line)]
+        progress = [KATIB_PROGRESS.parse(line) for line in lines if KATIB_PROGRESS.parse(line)]
         if len(metrics) != epochs:
             fail(f"expected {epochs} Katib metric lines, found {len(metrics)}")
-        accuracies = [float(m.group(1)) for m in metrics]
+        values = [{p["name"]: p["value"] for p in KATIB_METRIC.parse_all(m["metrics"])} for m in metrics]
+        if any(list(v) != ["accuracy", "loss"] for v in values):
+            fail(f"Katib lines name {[list(v) for v in values]}, expected accuracy and loss")
+        accuracies = [float(v["accuracy"]) for v in values]
     else:
-        metrics = [m for m in map(PYTORCH_TEST.match, lines) if m]
-        progress = [m for m in map(PYTORCH_PROGRESS.match, lines) if m]
+        metrics = [PYTORCH_TEST.parse(line) for line in lines if PYTORCH_TEST.parse(line)]
+        progress = [PYTORCH_PROGRESS.parse(line) for line in lines if PYTORCH_PROGRESS.parse(line)]
         if len(metrics) != epochs:
             fail(f"expected {epochs} 'Test set:' lines, found {len(metrics)}")
-        accuracies = [int(m.group(2)) / int(m.group(3)) for m in metrics]
+        accuracies = [int(m["correct"]) / int(m["samples"]) for m in metrics]
     if not progress:
         fail("no progress lines")
-    for m in progress:
-        if int(m.group(2)) > int(m.group(3)):
-            fail("progress counts more samples than the dataset has: " + m.group(0))
+    for p in progress:
+        if int(p["samples_done"]) > int(p["samples_total"]):
+            fail(f"progress counts more samples than the dataset has: {p}")
     for line in lines:
-        if line.startswith("Train Epoch") and not (KATIB_PROGRESS.match(line) or PYTORCH_PROGRESS.match(line)):
+        if line.startswith("Train Epoch") and not (KATIB_PROGRESS.parse(line) or PYTORCH_PROGRESS.parse(line)):
             fail("malformed progress line: " + repr(line))
 
     runs = sorted(glob.glob(log_dir + "/*/events.jsonl"))
     if len(runs) != 1:
         fail(f"expected one run log under {log_dir}, found {runs}")
+    problems, _ = formats.schema_errors(runs[0])
+    if problems:
+        fail("run log records that do not match the schema:\n  " + "\n  ".join(problems[:10]))
     events = [json.loads(line) for line in open(runs[0])]
     samples = [e for e in events if e["event"] == "sample"]
     events = [e for e in events if e["event"] != "sample"]

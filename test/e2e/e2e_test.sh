@@ -439,5 +439,14 @@ else
   full=""
 fi
 
+# Every run log the runs above wrote (errors, warnings, resumes, a finished run, profiles, non-UTF-8 paths)
+# matches the run log's schema.
+if /usr/bin/python3 "$here/../support/check_run_logs.py" --min-logs 20 \
+     --expect run_start,epoch_end,run_end,sample,profile,resume,finished_run,warning,error "$work" >schema.txt; then
+  pass "$(tail -n 1 schema.txt)"
+else
+  fail "run logs that do not match runtime/log/run_log.schema.json"; cat schema.txt
+fi
+
 echo "e2e: $failures failure(s)"
 [ "$failures" -eq 0 ]

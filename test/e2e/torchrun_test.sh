@@ -173,5 +173,13 @@ else
   fail "(b) late join: exits $rc/$rc1"; tail -20 b0.out b1.out; records logs-b
 fi
 
+# Every run log written under torchrun (restarts, resumes at other world sizes) matches the run log's schema.
+if /usr/bin/python3 "$here/../support/check_run_logs.py" --min-logs 3 --expect run_start,resume,checkpoint,epoch_end,run_end \
+     "$work" >schema.txt; then
+  pass "$(tail -n 1 schema.txt)"
+else
+  fail "run logs that do not match runtime/log/run_log.schema.json"; cat schema.txt
+fi
+
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]

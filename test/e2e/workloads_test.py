@@ -81,6 +81,13 @@ def main():
                 failures.append(f"{workload}: run_start data is {start_event.get('data')!r}")
         for folder, size, steps, epochs, learns in GAN_CASES:
             failures += gan_case(dtrain, mpiexec, preflags, root, data, folder, size, steps, epochs, learns)
+        # Every workload's run log, with its own metrics (a GAN's d_loss, sample grids), matches the schema.
+        schema = subprocess.run(["/usr/bin/python3", os.path.join(HERE, "..", "support", "check_run_logs.py"),
+                                 "--min-logs", str(len(CASES) + len(GAN_CASES)), "--expect", "samples",
+                                 os.path.join(root, "logs")], capture_output=True, text=True)
+        print(schema.stdout.strip())
+        if schema.returncode != 0:
+            failures.append("run logs that do not match runtime/log/run_log.schema.json")
     for failure in failures:
         print("FAILED:", failure)
     return 1 if failures else 0

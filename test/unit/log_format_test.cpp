@@ -24,15 +24,12 @@ EpochStats sample_stats() {
 }
 }  // namespace
 
-TEST_CASE("the Katib metrics line matches the analysis tools' grammar", "[log]") {
+TEST_CASE("the Katib metrics line is the one the analysis tools parse", "[log]") {
+  // Its grammar is console_lines.json's `katib_metrics` (log_contract_test.cpp).
   const std::string line = katib_metrics_line(sample_stats(), 1795255200);  // 2026-11-21T10:00:00Z
   CHECK(line ==
         "2026-11-21T10:00:00Z INFO     {metricName: accuracy, metricValue: 0.8101};"
         "{metricName: loss, metricValue: 0.5212}");
-  const std::regex grammar(
-      R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ INFO {5}\{metricName: accuracy, metricValue: \d+\.\d{4}\};)"
-      R"(\{metricName: loss, metricValue: \d+\.\d{4}\}$)");
-  CHECK(std::regex_match(line, grammar));
 }
 
 TEST_CASE("progress lines use global sample counts", "[log]") {

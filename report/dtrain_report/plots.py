@@ -100,12 +100,20 @@ def time_vs_nodes(runs, out_dir):
 
 
 def epoch_curves(epochs, out_dir):
-    """Test accuracy and loss per epoch, one line per platform and size (mean over repetitions)."""
+    """The workloads' metrics per epoch (test accuracy and loss, training loss; a GAN's losses), one line
+    per platform and size (mean over repetitions)."""
     if epochs is None or len(epochs) == 0:
         raise Skip("no run recorded epochs (no epoch records and no Katib lines)")
     keys = group_keys(epochs) + ["nodes"]
-    panels = [("test_accuracy", "test accuracy"), ("test_loss", "test loss"), ("train_loss", "training loss")]
-    panels = [(c, t) for c, t in panels if c in epochs and epochs[c].notna().any()]
+    # A classifier's accuracy and losses first, then any other workload's metrics (a GAN's d_loss, ...).
+    preferred = ["test_accuracy", "test_loss", "train_loss"]
+    others = [c for c in epochs.columns if re.match(r"^(train|test)_[a-z]", c) and c not in preferred
+              and c not in ("train_s", "train_samples", "test_samples") and not c.endswith("_correct")]
+    panels = [(c, c.replace("train_", "training ", 1).replace("test_", "test ", 1).replace("_", " "))
+              for c in preferred + sorted(others, key=lambda c: (not c.startswith("test_"), c))
+              if c in epochs and pd.to_numeric(epochs[c], errors="coerce").notna().any()][:4]
+    if not panels:
+        raise Skip("no run recorded a metric per epoch")
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.5), squeeze=False)
     for ax, (column, title) in zip(axes[0], panels):
         for values, group in groups(epochs, keys):

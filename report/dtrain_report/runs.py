@@ -3,10 +3,11 @@
 A run is, in this order of preference (docs/studies.md):
 1. a directory holding labels.yaml: the layout the study runners write (labels, result.yaml,
    launcher.log, logs/ with dtrain's run directories);
-2. a dtrain run directory (events.jsonl) outside such a directory; the launcher's output beside it
-   (a file that names the run directory in its `run log:` line) adds the `time` figures;
+2. a dtrain run directory (events.jsonl) outside such a directory; the launcher's output that names it
+   (dtrain's console line `run <dir>: events.jsonl, ...`) adds bash time's `real`;
 3. a text file outside both with Katib metric lines or bash time's `real` line (the output of runs made
-   before dtrain wrote run logs, or of other tools): one row, from those lines alone.
+   before dtrain wrote run logs, or of other tools): one row, from those lines and dtrain's first line.
+The console lines are read with the patterns of dtrain's console_lines.json (formats.py).
 """
 
 import csv
@@ -19,10 +20,10 @@ from pathlib import Path
 
 import yaml
 
-KATIB_PAIR = re.compile(r"\{metricName: ([A-Za-z0-9_.-]+), metricValue: ([^}]+)\}")
-# bash's `time` ("real\t1m2.345s") and POSIX `time -p` ("real 62.34").
+from .formats import console_line
+
+# bash's `time` ("real\t1m2.345s") and POSIX `time -p` ("real 62.34"): not dtrain's, so not in its formats.
 BASH_REAL = re.compile(r"^real\s+(?:(\d+)m)?([0-9.]+)s?\s*$")
-RUN_LOG_LINE = re.compile(r"^run log: (\S+)/events\.jsonl\s*$")
 LOG_SUFFIXES = {".log", ".out", ".txt", ".err"}
 # Sizes and repetitions in directory names of hand-made studies: "8", "n8", "nodes-8", "8nodes", "rep2", "r2".
 NODES_IN_NAME = re.compile(r"^(?:n|nodes?[-_]?)?(\d+)(?:[-_]?nodes?)?$", re.IGNORECASE)
@@ -41,6 +42,8 @@ class Run:
     launcher: Path = None
     real_s: float = math.nan
     katib: list = field(default_factory=list)  # one dict per Katib line: metric name -> value
+    console: dict = field(default_factory=dict)  # dtrain's first console line's fields (workload, world_size, ...)
+    console_total_s: float = math.nan  # dtrain's `done:` line
     run_start: dict = None
     run_end: dict = None
     epochs: list = field(default_factory=list)
@@ -62,21 +65,33 @@ def parse_number(text):
         return math.nan
 
 
-def read_launcher_log(path, run):
-    """Katib lines and bash time's `real` line of a launcher's output."""
+def read_launcher_log(path, run, with_time=True):
+    """Katib lines, dtrain's first and last lines and bash time's `real` line of a launcher's output
+    (`with_time` False: the output holds several runs, so its time is none of theirs)."""
     try:
         text = path.read_text(errors="replace")
     except OSError as e:
         run.warnings.append(f"cannot read {path}: {e.strerror}")
         return
     run.launcher = path
+    katib, header, done = console_line("katib_metric"), console_line("header"), console_line("done")
     for line in text.splitlines():
-        pairs = KATIB_PAIR.findall(line)
+        pairs = katib.parse_all(line)
         if pairs:
-            run.katib.append({name: parse_number(value) for name, value in pairs})
+            run.katib.append({p["name"]: parse_number(p["value"]) for p in pairs})
+            continue
+        fields = header.parse(line)
+        if fields and not run.console:
+            run.console = {"workload": fields["workload"], "world_size": int(fields["world_size"]),
+                           "hosts": int(fields["host_count"]), "backend": fields["backend"],
+                           "device": fields["device"]}
+            continue
+        fields = done.parse(line)
+        if fields:
+            run.console_total_s = parse_number(fields["total_s"])
             continue
         m = BASH_REAL.match(line.strip())
-        if m:
+        if m and with_time:
             run.real_s = int(m.group(1) or 0) * 60 + float(m.group(2))
 
 
@@ -86,7 +101,46 @@ def looks_like_launcher_log(path):
             head = f.read(4 << 20)
     except OSError:
         return False
-    return bool(KATIB_PAIR.search(head)) or any(BASH_REAL.match(l.strip()) for l in head.splitlines())
+    return bool(console_line("katib_metric").regex.search(head)) or \
+        any(BASH_REAL.match(l.strip()) for l in head.splitlines())
+
+
+def named_run_dirs(path):
+    """The run directories a launcher output names in dtrain's `run <dir>: events.jsonl, ...` lines, as
+    printed (relative to where the job was launched, or absolute); a resumed run names its directory
+    again."""
+    pattern = console_line("run_directory")
+    names = []
+    try:
+        with open(path, errors="replace") as f:
+            for line in f:
+                fields = pattern.parse(line.rstrip("\n"))
+                if fields and fields["run_dir"] not in names:
+                    names.append(fields["run_dir"])
+    except OSError:
+        pass
+    return names
+
+
+def suffix_match(printed, directory):
+    """How many trailing path components `printed` (as a console printed it) shares with `directory`:
+    0 when even the run directory's own name differs."""
+    a = [p for p in Path(printed).parts if p not in ("/", ".")]
+    b = directory.resolve().parts
+    n = 0
+    while n < min(len(a), len(b)) and a[-1 - n] == b[-1 - n]:
+        n += 1
+    return n
+
+
+def common_depth(a, b):
+    """The number of leading path components two files share: how close they are in the tree."""
+    n = 0
+    for x, y in zip(a.resolve().parts, b.resolve().parts):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def read_yaml_mapping(path, run):
@@ -208,26 +262,29 @@ def discover(study_dir):
     plain = [p.parent for p in sorted(study_dir.rglob("events.jsonl")) if not inside_claimed(p)]
     text_files = [p for p in sorted(study_dir.rglob("*"))
                   if p.is_file() and p.suffix in LOG_SUFFIXES and not inside_claimed(p)]
-    named = {}  # run directory name -> launcher output naming it
-    for t in text_files:
-        try:
-            with open(t, errors="replace") as f:
-                for line in f:
-                    m = RUN_LOG_LINE.match(line.strip())
-                    if m:
-                        named[Path(m.group(1)).name] = t
-        except OSError:
-            continue
+    names = {t: named_run_dirs(t) for t in text_files}
     used_text = set()
     for d in plain:
         run = Run(study=study, path=d, rel=rel(d))
         fill_from_events(run, [d / "events.jsonl"])
-        launcher = named.get(d.name)
-        if launcher is not None:
-            read_launcher_log(launcher, run)
-            used_text.add(launcher.resolve())
+        # The output naming this directory by the longest tail of its path; of equals, the nearest.
+        best = max(((max(suffix_match(n, d) for n in printed), common_depth(t, d), t)
+                    for t, printed in names.items() if printed), default=None, key=lambda c: c[:2])
+        if best is not None and best[0] > 0:
+            launcher = best[2]
+            # A resumed run names its directory again, maybe from another working directory.
+            runs_named = len({Path(n).name for n in names[launcher]})
+            read_launcher_log(launcher, run, with_time=runs_named == 1)
+            if runs_named > 1:
+                run.warnings.append(f"{launcher} holds the output of {runs_named} runs; its time is given to "
+                                    f"none of them")
         runs.append(run)
         claimed.add(d.resolve())
+    # An output that names a run directory of this study is that run's, not a run of its own (a second
+    # copy of a console, say).
+    for t, printed in names.items():
+        if any(suffix_match(n, d) > 0 for n in printed for d in plain):
+            used_text.add(t.resolve())
 
     # 3. Launcher output alone.
     for t in text_files:

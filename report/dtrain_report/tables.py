@@ -1,6 +1,7 @@
 """The report's tables: one row per run, per epoch, per resource sample and per profiled operation."""
 
 import math
+import re
 
 import pandas as pd
 import yaml
@@ -10,12 +11,25 @@ from .runs import labels_from_path
 # Labels every row carries, in this order; a study may add its own (they follow these).
 LABELS = ["platform", "nodes", "ranks", "gpus_per_node", "accelerator", "repetition"]
 
+# The epoch figures every epochs.csv row has, in this order; the workload's own metrics (train_<metric>,
+# test_<metric>: train_loss, test_accuracy for classifiers, train_d_loss for a GAN) follow them.
 EPOCH_FIELDS = ["epoch", "lr", "train_loss", "test_accuracy", "test_loss", "epoch_s", "train_s", "eval_s",
                 "samples_per_s", "steps", "skipped_steps", "flops_per_sample", "tflops_achieved", "mfu", "comm_s",
                 "exposed_comm_s", "bytes_allreduced_per_step", "algbw_gbps", "busbw_gbps",
-                "net_tx_bytes_per_step", "net_rx_bytes_per_step", "d_loss", "g_loss"]
+                "net_tx_bytes_per_step", "net_rx_bytes_per_step"]
+METRIC_FIELD = re.compile(r"^(train|test)_[a-z][a-z0-9_]*$")
 SAMPLE_FIELDS = ["cpu_percent", "rss_bytes", "host_mem_used_bytes", "gpu_util_percent", "gpu_mem_used_bytes",
                  "gpu_mem_bw_util_percent", "gpu_power_w", "gpu_sm_clock_mhz", "net_rx_bytes", "net_tx_bytes"]
+# Every run-log field the report reads, per record kind (besides `event`): its tests check that dtrain's
+# schema (runtime/log/run_log.schema.json) declares each, so a renamed field fails there, not silently here.
+READS = {
+    "run_start": ["workload", "world_size", "hosts", "device", "backend", "accelerator", "config"],
+    # and every field METRIC_FIELD matches, which these two stand for
+    "epoch_end": EPOCH_FIELDS + ["train_d_loss", "test_d_loss"],
+    "run_end": ["total_s", "final_test_accuracy", "final_test_loss", "peak_rss_bytes"],
+    "sample": ["rank", "unix_time_ms"] + SAMPLE_FIELDS,
+    "profile": ["rank", "first_step", "last_step", "cuda", "table"],
+}
 
 
 def number(value):
@@ -45,13 +59,16 @@ def resolve_labels(runs):
     counters = {}
     for run in runs:
         labels = dict(run.labels)
-        start = run.run_start or {}
+        start = run.run_start or run.console
         from_path = labels_from_path(run.rel)
         labels.setdefault("platform", run.study)
         if "ranks" not in labels and start.get("world_size"):
             labels["ranks"] = start["world_size"]
         if "nodes" not in labels:
-            labels["nodes"] = start.get("world_size") or from_path.get("nodes") or math.nan
+            # A run log's world size stands in for nodes (each rank a node, as in a local study); for a
+            # launcher output alone, a size in the directory names is what the study's author meant.
+            sizes = [start.get("world_size"), from_path.get("nodes")]
+            labels["nodes"] = next((n for n in (sizes if run.run_start else sizes[::-1]) if n), math.nan)
         if "accelerator" not in labels:
             labels["accelerator"] = start.get("accelerator") or start.get("device") or "unknown"
         if "repetition" not in labels and "repetition" in from_path:
@@ -91,13 +108,14 @@ def run_row(run, columns):
 def computed_columns(run):
     row = {"study": run.study, "run": run.run_id}
     start, end = run.run_start or {}, run.run_end or {}
+    console = run.console  # dtrain's first console line, for runs known from their launcher output only
     config = run_config(run)
     train = config.get("train", {}) if isinstance(config.get("train"), dict) else {}
-    row["workload"] = start.get("workload") or config.get("workload") or "unknown"
-    row["world_size"] = start.get("world_size", math.nan)
-    row["hosts"] = len(start["hosts"]) if isinstance(start.get("hosts"), list) else math.nan
-    row["device"] = start.get("device", "")
-    row["backend"] = start.get("backend", "")
+    row["workload"] = start.get("workload") or config.get("workload") or console.get("workload") or "unknown"
+    row["world_size"] = start.get("world_size", console.get("world_size", math.nan))
+    row["hosts"] = len(start["hosts"]) if isinstance(start.get("hosts"), list) else console.get("hosts", math.nan)
+    row["device"] = start.get("device", console.get("device", ""))
+    row["backend"] = start.get("backend", console.get("backend", ""))
     row["precision"] = train.get("precision", "")
     row["batch_size"] = number(train.get("batch_size"))
     row["global_batch"] = row["batch_size"] * number(row["world_size"])
@@ -106,9 +124,9 @@ def computed_columns(run):
     # Wall time as the studies measure it: bash time's `real` of the launch, else the runner's clock,
     # else dtrain's own total.
     row["real_s"] = run.real_s
-    row["wall_s"] = next((v for v in (run.real_s, number(run.result.get("wall_s")), number(end.get("total_s")))
+    row["total_s"] = number(end.get("total_s", run.console_total_s))
+    row["wall_s"] = next((v for v in (run.real_s, number(run.result.get("wall_s")), row["total_s"])
                           if not math.isnan(v)), math.nan)
-    row["total_s"] = number(end.get("total_s"))
     epochs = pd.DataFrame(run.epochs)
     row["epochs"] = len(run.epochs) if run.epochs else len(run.katib)
     mean = lambda name: float(epochs[name].astype(float).mean()) if name in epochs else math.nan  # noqa: E731
@@ -149,12 +167,14 @@ def build_tables(runs):
     key_columns = ["run", *columns, "workload"]
     keys = runs_df.set_index("run")[[c for c in key_columns if c != "run"]].to_dict("index") if len(runs_df) else {}
 
+    metrics = [f for f in dict.fromkeys(k for r in runs for e in r.epochs for k in e)
+               if METRIC_FIELD.match(f) and f not in EPOCH_FIELDS]
     epoch_rows, sample_rows, op_rows = [], [], []
     for run in runs:
         key = {"run": run.run_id, **keys[run.run_id]}
         if run.epochs:
             for e in run.epochs:
-                epoch_rows.append({**key, **{f: e.get(f, math.nan) for f in EPOCH_FIELDS}})
+                epoch_rows.append({**key, **{f: e.get(f, math.nan) for f in EPOCH_FIELDS + metrics}})
         else:
             for i, k in enumerate(run.katib, start=1):  # launcher output only: the Katib lines, one per epoch
                 epoch_rows.append({**key, "epoch": i, "test_accuracy": k.get("accuracy", math.nan),

@@ -1,26 +1,34 @@
 #!/usr/bin/env bash
 # Runs deploy/k8s/run_study.sh against a stand-in kubectl that plays an MPI operator whose jobs succeed,
 # and checks the study layout (labels, results, the launcher log, the run log copied from worker 0), the
-# summary, and that dtrain-report reads the study. No cluster needed. Usage: run_study_test.sh
+# summary, and that dtrain-report reads the study. No cluster needed: what the stand-in's launcher prints
+# and worker 0 holds are the console and run directory of a real 2-rank dtrain run made here first.
+# Usage: run_study_test.sh DTRAIN MPIEXEC [MPIEXEC_FLAGS]
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
+dtrain=$1
+mpiexec=$2
+mpi_flags=${3:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+. "$root/scripts/mpi_env.sh"
+# The job's real output: the launcher's console with bash time's lines, as the MPIJob's launcher runs it.
+{ time "$mpiexec" -np 2 $mpi_flags "$dtrain" --workload mnist --synthetic --epochs 1 --max-steps 3 --eval-samples 200 \
+    --device cpu --backend mpi --progress off --log-dir "$work/job-logs" ; } >"$work/job-console.txt" 2>&1 ||
+  { echo "FAIL: the job's dtrain run"; cat "$work/job-console.txt"; exit 1; }
+export JOB_CONSOLE=$work/job-console.txt JOB_RUN_DIR
+JOB_RUN_DIR=$(ls -d "$work"/job-logs/*/)
 mkdir -p "$work/bin"
 cat >"$work/bin/kubectl" <<'KUBECTL'
 #!/usr/bin/env bash
-# Stand-in kubectl: records calls; `get mpijob -o jsonpath` reports Succeeded; `logs` prints a launcher log;
-# `cp` of worker 0's log directory writes a run log.
+# Stand-in kubectl: records calls; `get mpijob -o jsonpath` reports Succeeded; `logs` prints the job's
+# console; `cp` of worker 0's log directory copies the job's run directory.
 echo "$*" >>"$KUBECTL_LOG"
 case "$*" in
   "cp "*"-worker-0:/home/dtrain/dtrain-logs "*)
-    dest=${*: -1}/20260101T000000Z-mnist
-    mkdir -p "$dest"
-    printf '%s\n' '{"event":"run_start","workload":"mnist","world_size":2,"config":"train:\n  batch_size: 64\n"}' \
-      '{"event":"epoch_end","epoch":1,"samples_per_s":5000.0,"train_s":12.0,"test_accuracy":0.8812}' \
-      '{"event":"run_end","total_s":20.5,"final_test_accuracy":0.8812,"final_test_loss":0.3301}' >"$dest/events.jsonl" ;;
+    mkdir -p "${*: -1}" && cp -r "$JOB_RUN_DIR" "${*: -1}/" ;;
   *"get mpijob"*jsonpath*) echo -n "Created Running Succeeded " ;;
-  *"logs"*) printf 'epoch 1/1 | ...\n2026-01-01T00:00:00Z INFO     {metricName: accuracy, metricValue: 0.8812};{metricName: loss, metricValue: 0.3301}\n\nreal\t1m2.345s\nuser\t0m1.000s\n' ;;
+  *"logs"*) cat "$JOB_CONSOLE" ;;
   *"get mpijob"*) echo "kind: MPIJob" ;;
 esac
 KUBECTL
@@ -32,11 +40,17 @@ if ! PATH=$work/bin:$PATH bash "$root/deploy/k8s/run_study.sh" --sizes "2 4" --r
      --platform gke --accelerator nvidia-tesla-v100 --image img:1 >"$work/out.txt" 2>&1; then
   echo "FAIL: run_study.sh exited non-zero"; cat "$work/out.txt"; failures=$((failures + 1))
 fi
-expected=$(printf 'size\trep\tjob\tresult\treal\taccuracy\n2\t1\tdtrain-mnist-gke-2\tsucceeded\t1m2.345s\t0.8812\n2\t2\tdtrain-mnist-gke-2\tsucceeded\t1m2.345s\t0.8812\n4\t1\tdtrain-mnist-gke-4\tsucceeded\t1m2.345s\t0.8812\n4\t2\tdtrain-mnist-gke-4\tsucceeded\t1m2.345s\t0.8812')
+real=$(awk '$1 == "real" {print $2}' "$JOB_CONSOLE")
+accuracy=$(grep -o 'metricName: accuracy, metricValue: [0-9.]*' "$JOB_CONSOLE" | tail -n 1 | awk '{print $NF}')
+expected=$(printf 'size\trep\tjob\tresult\treal\taccuracy\n'
+           for size in 2 4; do for rep in 1 2; do
+             printf '%s\t%s\tdtrain-mnist-gke-%s\tsucceeded\t%s\t%s\n' "$size" "$rep" "$size" "$real" "$accuracy"
+           done; done)
 if [ "$(cat "$work/study/summary.tsv" 2>/dev/null)" != "$expected" ]; then
   echo "FAIL: summary.tsv differs:"; cat "$work/study/summary.tsv"; failures=$((failures + 1))
 fi
-for f in labels.yaml job.yaml launcher.log status.yaml result.yaml logs/20260101T000000Z-mnist/events.jsonl; do
+run_name=$(basename "$JOB_RUN_DIR")
+for f in labels.yaml job.yaml launcher.log status.yaml result.yaml "logs/$run_name/events.jsonl"; do
   [ -s "$work/study/n04-r2/$f" ] || { echo "FAIL: no $f for size 4 rep 2"; failures=$((failures + 1)); }
 done
 grep -q "replicas: 4" "$work/study/n04-r1/job.yaml" || { echo "FAIL: size 4 job has no 4 workers"; failures=$((failures + 1)); }
@@ -51,15 +65,27 @@ grep -q '^result: "succeeded"$' "$work/study/n04-r2/result.yaml" && grep -q '^ex
 order=$(grep -oE '^(apply|cp|delete mpijob [a-z0-9-]+ --wait)' "$KUBECTL_LOG" | cut -c1-6 | tr '\n' ' ')
 [ "$order" = "apply cp delete apply cp delete apply cp delete apply cp delete " ] ||
   { echo "FAIL: apply/cp/delete order: $order"; failures=$((failures + 1)); }
-# dtrain-report reads the study: a row per run with the launcher's time and the copied run log's figures.
+# dtrain-report reads the study: a row per run with the launcher's time and the copied run log's figures
+# (the labels' sizes, not the copied log's world size of 2).
 if "$root/report/dtrain-report" "$work/study" --out "$work/report" >"$work/report.txt" 2>&1; then
   got=$(/usr/bin/python3 -c 'import csv, sys
 for r in csv.DictReader(open(sys.argv[1])):
     print(r["run"], r["nodes"], r["repetition"], r["wall_s"], r["samples_per_s"], r["final_test_accuracy"], r["study"], r["label_study"])' \
     "$work/report/runs.csv" | sed "s|^study/||")
-  want=$(printf '%s\n' "n02-r1 2 1 62.345 5000.0 0.8812 study scaling" "n02-r2 2 2 62.345 5000.0 0.8812 study scaling" \
-    "n04-r1 4 1 62.345 5000.0 0.8812 study scaling" "n04-r2 4 2 62.345 5000.0 0.8812 study scaling")
-  [ "$got" = "$want" ] || { echo "FAIL: runs.csv:"; echo "$got"; failures=$((failures + 1)); }
+  want=$(/usr/bin/python3 - "$JOB_CONSOLE" "$JOB_RUN_DIR/events.jsonl" <<'PY'
+import json, re, sys
+real = next(re.match(r"real\s+(\d+)m([0-9.]+)s", l) for l in open(sys.argv[1]) if l.startswith("real"))
+records = [json.loads(l) for l in open(sys.argv[2])]
+epochs = [r for r in records if r["event"] == "epoch_end"]
+end = next(r for r in records if r["event"] == "run_end")
+wall = int(real.group(1)) * 60 + float(real.group(2))
+sps = sum(e["samples_per_s"] for e in epochs) / len(epochs)
+for size in (2, 4):
+    for rep in (1, 2):
+        print(f"n0{size}-r{rep} {size} {rep} {wall} {sps} {end['final_test_accuracy']} study scaling")
+PY
+)
+  [ "$got" = "$want" ] || { echo "FAIL: runs.csv:"; echo "$got"; echo "expected:"; echo "$want"; failures=$((failures + 1)); }
 else
   echo "FAIL: dtrain-report on the study"; cat "$work/report.txt"; failures=$((failures + 1))
 fi

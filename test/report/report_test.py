@@ -1,19 +1,38 @@
-"""dtrain-report against studies with known values, in each input form it reads:
-  A  the runners' layout (labels.yaml, result.yaml, launcher.log, logs/ with events.jsonl and a profile);
-  B  a plain dtrain log directory with the launcher output that names it beside it, no labels;
-  C  launcher output alone (Katib lines and bash time), in a hand-made size/repetition tree.
-Checks every CSV value that comes from those inputs, that each PNG is a valid image and that index.html
-shows them. Usage: report_test.py REPORT_COMMAND"""
+#!/usr/bin/python3
+"""dtrain-report on studies that dtrain itself wrote, one per input form of docs/studies.md:
+  study-local  the runners' layout, by deploy/local/run_study.sh (1 and 2 ranks, profiled);
+  plain        plain runs as a user makes them: `{ time mpirun -np N dtrain --log-dir RUN_DIR; }` with the
+               console in RUN_DIR/stdout.log, at 1 and 2 ranks, 2 repetitions each;
+  plain-gan    one such run of biggan, whose metrics are not a classifier's;
+  katib-only   a launcher output alone (its run directory elsewhere), in a hand-made size/repetition tree;
+  runlogger    the run log with every record kind that the real RunLogger writes (GPU samples among them),
+               from the unit test that writes it.
+Every value in the report's CSVs is checked against the run logs and consoles it came from, every run log
+against the run-log schema, and every field the report reads against the fields the schema declares.
+Usage: report_test.py REPORT_COMMAND DTRAIN MPIEXEC UNIT_TEST_BINARY [MPIEXEC_FLAGS]"""
 
 import csv
 import json
 import math
+import os
+import re
+import shlex
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from PIL import Image
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "report"))
+from dtrain_report import formats  # noqa: E402
+from dtrain_report.tables import READS  # noqa: E402
+
+# bash's `time` output, read here independently of the report.
+REAL = re.compile(r"^real\s+(\d+)m([0-9.]+)s$")
+FAST = ["--workload", "mnist", "--synthetic", "--epochs", "2", "--max-steps", "3", "--eval-samples", "200",
+        "--sample-interval-s", "0.25", "--device", "cpu", "--backend", "mpi", "--progress", "off"]
 
 failures = []
 
@@ -22,80 +41,41 @@ def check(condition, what):
     if not condition:
         failures.append(what)
         print("FAIL:", what)
+    return condition
 
 
-def event(kind, **fields):
-    return json.dumps({"event": kind, "time": "2026-01-01T00:00:00Z", **fields})
+def close(a, b, tol=1e-9):
+    return abs(float(a) - float(b)) <= tol * max(1.0, abs(float(b)))
 
 
-CONFIG = "workload: cifar10\ntrain:\n  batch_size: 32\n  precision: bf16\n"
+def timed_launch(mpiexec, flags, ranks, dtrain_args, console):
+    """`{ time mpirun -np N dtrain ARGS; } > console 2>&1`, as a user or a job script runs it."""
+    command = " ".join(shlex.quote(a) for a in [mpiexec, "-np", str(ranks), *flags, *dtrain_args])
+    console.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(["bash", "-c", f"{{ time {command} ; }} > {shlex.quote(str(console))} 2>&1"], timeout=600)
+    check(proc.returncode == 0, f"{' '.join(dtrain_args)} at {ranks} ranks exited {proc.returncode}:\n"
+                                f"{console.read_text(errors='replace')[-3000:]}")
 
 
-def write_run_log(run_dir, world_size, epochs, samples, accelerator="NVIDIA H100 80GB HBM3", profile=None):
-    run_dir.mkdir(parents=True)
-    lines = [event("run_start", workload="cifar10", world_size=world_size, hosts=[f"h{i}" for i in range(world_size)],
-                   backend="nccl", device="cuda", accelerator=accelerator, peak_tflops=989.4, config=CONFIG)]
-    lines += [event("epoch_end", **e) for e in epochs]
-    lines += [event("sample", **s) for s in samples]
-    if profile:
-        lines.append(event("profile", rank=0, first_step=11, last_step=12, kineto=True, cuda=True, events=10,
-                           trace=f"elsewhere/{run_dir.name}/profile-rank0.trace.json",
-                           table=f"elsewhere/{run_dir.name}/profile-rank0-ops.csv"))
-        (run_dir / "profile-rank0-ops.csv").write_text(profile)
-    lines.append(event("run_end", epochs_run=len(epochs), total_s=50.0, final_test_accuracy=epochs[-1]["test_accuracy"],
-                       final_test_loss=epochs[-1]["test_loss"], peak_rss_bytes=[1000, 3000][:world_size]))
-    lines.append("{truncated")  # a run killed mid-write leaves half a line
-    (run_dir / "events.jsonl").write_text("\n".join(lines) + "\n")
+def real_seconds(console):
+    for line in console.read_text().splitlines():
+        m = REAL.match(line.strip())
+        if m:
+            return int(m.group(1)) * 60 + float(m.group(2))
+    return math.nan
 
 
-def epoch(n, acc, loss, sps, tflops, bytes_per_step):
-    return {"epoch": n, "train_loss": loss + 0.1, "test_accuracy": acc, "test_loss": loss, "epoch_s": 10.0,
-            "train_s": 9.0, "samples_per_s": sps, "tflops_achieved": tflops, "mfu": tflops / 989.4 / 2,
-            "bytes_allreduced_per_step": bytes_per_step, "net_tx_bytes_per_step": 2 * bytes_per_step}
-
-
-def sample(rank, ms, util, mem):
-    return {"rank": rank, "unix_time_ms": ms, "cpu_percent": 100.0, "rss_bytes": 10 ** 9, "host_mem_used_bytes": 2 * 10 ** 9,
-            "gpu_util_percent": util, "gpu_mem_used_bytes": mem, "gpu_mem_bw_util_percent": 30.0, "gpu_power_w": 300.0,
-            "net_rx_bytes": ms * 1000, "net_tx_bytes": ms * 1000}
-
-
-def build_studies(root):
-    # A: two repetitions at 2 nodes on "gke"; the second profiled.
-    a = root / "study-gke"
-    for rep, real in ((1, "1m2.500s"), (2, "1m4.500s")):
-        run = a / f"n02-r{rep}"
-        run.mkdir(parents=True)
-        (run / "labels.yaml").write_text(
-            f'platform: "gke"\nnodes: 2\nranks: 2\ngpus_per_node: 1\naccelerator: "nvidia-h100-80gb"\n'
-            f"repetition: {rep}\nzone: us-central1-a\n")
-        (run / "result.yaml").write_text('result: "succeeded"\nexit_code: 0\nwall_s: 70.0\n')
-        (run / "launcher.log").write_text(
-            "{metricName: accuracy, metricValue: 0.5};{metricName: loss, metricValue: 1.5}\n"
-            f"\nreal\t{real}\nuser\t0m1.000s\nsys\t0m0.100s\n")
-        profile = None
-        if rep == 2:
-            profile = ("name,kind,calls,self_cpu_us,total_cpu_us,self_cuda_us\n"
-                       "aten::convolution_backward,op,40,800.000,900.000,6000.000\n"
-                       "\"void f<int, 2>\",kernel,4,0.000,0.000,1000.000\n")
-        write_run_log(run / "logs" / "20260101T000000Z-cifar10", 2,
-                      [epoch(1, 0.40, 1.60, 1000.0, 20.0, 1e6), epoch(2, 0.60, 1.20, 3000.0, 40.0, 3e6)],
-                      [sample(0, 1000, 50.0, 4e9), sample(0, 2000, 97.0, 5e9), sample(1, 1000, 60.0, 6e9)],
-                      profile=profile)
-    # B: a dtrain log directory and the launcher's stdout beside it; world size 4 stands in for nodes.
-    b = root / "plain"
-    write_run_log(b / "20260102T000000Z-cifar10", 4, [epoch(1, 0.70, 0.90, 8000.0, 80.0, 2e6)],
-                  [sample(r, 1000, 10.0 * (r + 1), 1e9) for r in range(4)])
-    (b / "job-17.out").write_text("run log: dtrain-logs/20260102T000000Z-cifar10/events.jsonl\nreal\t0m30.250s\n")
-    # C: launcher output only, as the earlier hand-made analyses had it: size 8, repetition 2.
-    c = root / "katib-only" / "8" / "rep2"
-    c.mkdir(parents=True)
-    (c / "launcher.log").write_text(
-        "2026-01-01T00:00:00Z INFO     {metricName: accuracy, metricValue: 0.8101};{metricName: loss, metricValue: 0.5212}\n"
-        "2026-01-01T00:00:09Z INFO     {metricName: accuracy, metricValue: 0.8500};{metricName: loss, metricValue: 0.4100}\n"
-        "real\t2m0.000s\n")
-    (root / "katib-only" / "notes.txt").write_text("nothing to see\n")  # no Katib or time lines: no run
-    return [a, b, root / "katib-only"]
+def records(run_dir, kind):
+    """The run log's records of `kind`; the half record of a killed run (made below) is left out."""
+    found = []
+    for line in (run_dir / "events.jsonl").read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if record.get("event") == kind:
+            found.append(record)
+    return found
 
 
 def rows(path):
@@ -103,79 +83,189 @@ def rows(path):
         return list(csv.DictReader(f))
 
 
-def close(a, b, tol=1e-9):
-    return abs(float(a) - float(b)) <= tol * max(1.0, abs(float(b)))
+def make_studies(root, report, dtrain, mpiexec, flags, unit_tests):
+    studies = {}
+    # The runners' layout, by the local runner.
+    local = root / "study-local"
+    proc = subprocess.run(["bash", str(ROOT / "deploy" / "local" / "run_study.sh"), "--sizes", "1 2", "--reps", "1",
+                           "--out", str(local), "--dtrain", dtrain, "--label", "zone=lab", "--", *FAST,
+                           "--profile-steps", "2:3"], capture_output=True, text=True, timeout=900)
+    check(proc.returncode == 0, f"run_study.sh failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    studies["study-local"] = local
+
+    # Plain runs, the console of each beside its run directory.
+    plain = root / "plain"
+    for ranks in (1, 2):
+        for rep in (1, 2):
+            run_dir = plain / f"n{ranks}-rep{rep}"
+            timed_launch(mpiexec, flags, ranks, [dtrain, *FAST, "--log-dir", str(run_dir)], run_dir / "stdout.log")
+    studies["plain"] = plain
+    gan = root / "plain-gan" / "biggan"
+    timed_launch(mpiexec, flags, 1, [dtrain, "--workload", "biggan", "--synthetic", "--epochs", "2", "--max-steps", "2",
+                                     "--batch-size", "8", "--eval-samples", "32", "--device", "cpu", "--backend", "mpi",
+                                     "--progress", "off", "--log-dir", str(gan)], gan / "stdout.log")
+    studies["plain-gan"] = root / "plain-gan"
+
+    # A launcher output alone: its run directory went elsewhere (a node's local disk, say).
+    katib = root / "katib-only"
+    timed_launch(mpiexec, flags, 2, [dtrain, *FAST, "--log-dir", str(root / "elsewhere")],
+                 katib / "8" / "rep2" / "launcher.log")
+    (katib / "notes.txt").write_text("nothing to see\n")  # no Katib or time lines: no run
+    studies["katib-only"] = katib
+
+    # The RunLogger's every record kind, as a plain run directory.
+    logger_dir = root / "runlogger" / "20261125T101500Z-mnist"
+    proc = subprocess.run([unit_tests, "the RunLogger writes every record kind of the run log"],
+                          env={**os.environ, "DTRAIN_RUN_LOG_OUT": str(logger_dir)}, capture_output=True, text=True)
+    check(proc.returncode == 0, f"the unit test writing every record kind failed: {proc.stdout}{proc.stderr}")
+    studies["runlogger"] = root / "runlogger"
+    return studies
+
+
+def check_plain_run(run, run_dir, ranks, rep, epochs_csv, samples_csv):
+    console = run_dir.parent / "stdout.log"
+    end = records(run_dir, "run_end")[-1]
+    epochs = records(run_dir, "epoch_end")
+    name = run["run"]
+    check((run["workload"], run["nodes"], run["world_size"], run["repetition"]) == ("mnist", str(ranks), str(ranks), str(rep)),
+          f"{name}: workload {run['workload']}, nodes {run['nodes']}, world size {run['world_size']}, "
+          f"repetition {run['repetition']}")
+    real = real_seconds(console)
+    check(not math.isnan(real) and close(run["real_s"], real) and close(run["wall_s"], real),
+          f"{name}: real_s {run['real_s']}, wall_s {run['wall_s']}; bash time's real in its console is {real}")
+    check(float(run["wall_s"]) > float(run["total_s"]) > 0 and close(run["total_s"], end["total_s"]),
+          f"{name}: total_s {run['total_s']}, the run log's {end['total_s']}, wall {run['wall_s']}")
+    check(close(run["samples_per_s"], sum(e["samples_per_s"] for e in epochs) / len(epochs)),
+          f"{name}: samples_per_s {run['samples_per_s']} is not the mean over its epochs")
+    check(close(run["final_test_accuracy"], end["final_test_accuracy"]) and
+          close(run["final_test_loss"], end["final_test_loss"]), f"{name}: final metrics")
+    check(close(run["peak_rss_bytes"], max(end["peak_rss_bytes"])), f"{name}: peak RSS")
+    check(close(run["bytes_allreduced_per_step"], epochs[0]["bytes_allreduced_per_step"]) and
+          (float(run["bytes_allreduced_per_step"]) > 0) == (ranks > 1), f"{name}: bytes allreduced per step")
+    mine = [e for e in epochs_csv if e["run"] == name]
+    check([int(e["epoch"]) for e in mine] == [e["epoch"] for e in epochs] and
+          all(close(a["train_loss"], b["train_loss"]) and close(a["test_accuracy"], b["test_accuracy"])
+              for a, b in zip(mine, epochs)), f"{name}: epochs.csv rows {mine}")
+    check(sum(s["run"] == name for s in samples_csv) == len(records(run_dir, "sample")), f"{name}: samples.csv rows")
 
 
 def main():
-    report = sys.argv[1:]
+    report = [sys.argv[1]]
+    dtrain, mpiexec, unit_tests = sys.argv[2], sys.argv[3], sys.argv[4]
+    flags = sys.argv[5].split() if len(sys.argv) > 5 and sys.argv[5] else []
+    if os.geteuid() == 0:
+        os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+
+    # The report reads only fields that dtrain's schema declares.
+    for kind, fields in READS.items():
+        for f in fields:
+            check(formats.declares(kind, f), f"the report reads '{f}' of {kind} records, which the schema does not declare")
+
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        studies = build_studies(root)
-        out = root / "report"
-        proc = subprocess.run(report + [str(s) for s in studies] + ["--out", str(out)], capture_output=True, text=True)
-        check(proc.returncode == 0, f"dtrain-report exited {proc.returncode}: {proc.stderr}")
-        check("line(s) are not JSON and were skipped" in proc.stderr, "the truncated line is reported: " + proc.stderr)
-        runs = {r["run"]: r for r in rows(out / "runs.csv")}
-        check(sorted(runs) == ["katib-only/8/rep2/launcher.log", "plain/20260102T000000Z-cifar10",
-                               "study-gke/n02-r1", "study-gke/n02-r2"], f"runs found: {sorted(runs)}")
+        studies = make_studies(root, report, dtrain, mpiexec, flags, unit_tests)
         if failures:
             return
-        a1, a2 = runs["study-gke/n02-r1"], runs["study-gke/n02-r2"]
-        check(a1["platform"] == "gke" and a1["nodes"] == "2" and a1["accelerator"] == "nvidia-h100-80gb", f"A labels {a1}")
-        check(a1["zone"] == "us-central1-a", "a study's own labels become columns")
-        check(close(a1["wall_s"], 62.5) and close(a2["wall_s"], 64.5), "wall time is bash time's real")
-        check(close(a1["samples_per_s"], 2000.0), "samples/s is the mean over epochs")
-        check(close(a1["tflops_achieved"], 30.0) and close(a1["tflops_per_device"], 15.0), "TFLOP/s mean and per device")
-        check(close(a1["bytes_allreduced_per_step"], 2e6) and close(a1["net_tx_bytes_per_step"], 4e6), "bytes per step")
-        check(close(a1["peak_gpu_util_percent"], 97.0) and close(a1["peak_gpu_mem_used_bytes"], 6e9), "GPU peaks")
-        check(close(a1["peak_rss_bytes"], 3000), "peak RSS from run_end")
-        check(close(a1["final_test_accuracy"], 0.6) and close(a1["final_test_loss"], 1.2), "final metrics from the run log")
-        check(a1["workload"] == "cifar10" and a1["batch_size"] in ("32", "32.0") and close(a1["global_batch"], 64),
-              "workload and batch from the logged config")
-        check(a1["precision"] == "bf16" and a1["result"] == "succeeded" and close(a1["train_s"], 18.0), "precision, result, train_s")
+        # What dtrain wrote matches its schema (the report's inputs are the real thing).
+        for study in studies.values():
+            for log in study.rglob("events.jsonl"):
+                problems, _ = formats.schema_errors(log)
+                check(not problems, f"{log}: {problems[:3]}")
+        # A run killed in the middle of a write leaves half a record.
+        killed = next((studies["plain"] / "n1-rep2").glob("*/events.jsonl"))
+        line = killed.read_text().splitlines()[-1]
+        with open(killed, "a") as f:
+            f.write(line[: len(line) // 2])
 
-        b = runs["plain/20260102T000000Z-cifar10"]
-        check(b["platform"] == "plain" and b["nodes"] == "4", f"unlabelled run: platform {b['platform']}, nodes {b['nodes']}")
-        check(close(b["wall_s"], 30.25), "the launcher output beside a log directory gives its wall time")
-        check(b["accelerator"] == "NVIDIA H100 80GB HBM3", "accelerator from the run log")
-        check(close(b["peak_gpu_util_percent"], 40.0), "peak over all ranks' samples")
+        out = root / "report"
+        proc = subprocess.run(report + [str(s) for s in studies.values()] + ["--out", str(out)],
+                              capture_output=True, text=True)
+        check(proc.returncode == 0, f"dtrain-report exited {proc.returncode}: {proc.stderr}")
+        check("line(s) are not JSON and were skipped" in proc.stderr, "the half-written record is reported: " + proc.stderr)
+        runs = {r["run"]: r for r in rows(out / "runs.csv")}
+        plain_runs = {f"plain/n{n}-rep{r}/{d.name}": (n, r, d) for n in (1, 2) for r in (1, 2)
+                      for d in (studies["plain"] / f"n{n}-rep{r}").iterdir() if d.is_dir()}
+        gan_dir = next(d for d in (studies["plain-gan"] / "biggan").iterdir() if d.is_dir())
+        expected = sorted(["study-local/n01-r1", "study-local/n02-r1", *plain_runs, f"plain-gan/biggan/{gan_dir.name}",
+                           "katib-only/8/rep2/launcher.log", "runlogger/20261125T101500Z-mnist"])
+        check(sorted(runs) == expected, f"runs found: {sorted(runs)}, expected {expected}")
+        if failures:
+            return
+        # No run without its workload, size or accelerator: no "unknown" or "? nodes" series in any plot.
+        for name, run in runs.items():
+            check(run["workload"] not in ("", "unknown") and run["nodes"] != "" and
+                  run["accelerator"] not in ("", "unknown"), f"{name}: workload {run['workload']}, nodes "
+                                                             f"{run['nodes']}, accelerator {run['accelerator']}")
+        epochs_csv = rows(out / "epochs.csv")
+        samples_csv = rows(out / "samples.csv")
 
-        c = runs["katib-only/8/rep2/launcher.log"]
-        check(c["nodes"] == "8" and c["repetition"] == "2", f"size and repetition from the path: {c['nodes']}, {c['repetition']}")
-        check(close(c["wall_s"], 120.0) and close(c["final_test_accuracy"], 0.85) and close(c["final_test_loss"], 0.41),
-              "a launcher output alone gives time and final metrics")
-        check(c["source"] == "launcher output" and c["epochs"] == "2", "Katib lines count as epochs")
+        # Plain runs: one row each, bash time's real from the console beside the run directory.
+        plain_rows = [r for r in runs if r.startswith("plain/")]
+        check(len(plain_rows) == 4, f"the plain study gives {len(plain_rows)} rows, expected 4")
+        for name, (ranks, rep, run_dir) in plain_runs.items():
+            check_plain_run(runs[name], run_dir, ranks, rep, epochs_csv, samples_csv)
 
-        epochs = rows(out / "epochs.csv")
-        check(len(epochs) == 2 + 2 + 1 + 2, f"epochs.csv has {len(epochs)} rows")
-        katib = [e for e in epochs if e["run"].startswith("katib-only")]
-        check([e["test_accuracy"] for e in katib] == ["0.8101", "0.85"], f"Katib epochs {katib}")
-        samples = rows(out / "samples.csv")
-        check(len(samples) == 3 + 3 + 4, f"samples.csv has {len(samples)} rows")
-        check(all(float(s["t_s"]) >= 0 for s in samples), "sample times start at 0 per run")
+        # The runner's layout: its labels and result files.
+        for n in (1, 2):
+            run = runs[f"study-local/n0{n}-r1"]
+            check((run["platform"], run["nodes"], run["zone"], run["result"]) == ("local", str(n), "lab", "succeeded"),
+                  f"study-local n{n}: {run}")
+            check(float(run["wall_s"]) > float(run["total_s"]) > 0, f"study-local n{n}: wall {run['wall_s']}")
         ops = rows(out / "ops.csv")
-        check(len(ops) == 2 and ops[0]["name"] == "aten::convolution_backward" and ops[0]["steps"] == "2" and
-              ops[1]["name"] == "void f<int, 2>", f"ops.csv {ops}")
+        check({o["run"] for o in ops} == {"study-local/n01-r1", "study-local/n02-r1"} and
+              any(o["name"] == "aten::convolution_backward" for o in ops), f"ops.csv runs {({o['run'] for o in ops})}")
 
-        pngs = sorted(out.rglob("*.png"))
-        names = sorted(p.relative_to(out).as_posix() for p in pngs)
-        expected = ["bytes_vs_batch.png", "epochs.png", "resources/plain_20260102T000000Z-cifar10.png",
-                    "resources/study-gke_n02-r1.png", "resources/study-gke_n02-r2.png", "tflops.png",
-                    "time_vs_nodes.png", "top_ops.png"]
-        check(names == expected, f"plots {names}")
+        # A GAN's own metrics become epoch columns; the Katib text copies of them do not.
+        gan_name = f"plain-gan/biggan/{gan_dir.name}"
+        gan_epochs = records(gan_dir, "epoch_end")
+        mine = [e for e in epochs_csv if e["run"] == gan_name]
+        for column in ("train_d_loss", "train_g_loss", "test_d_loss", "test_g_loss", "test_d_accuracy"):
+            check(column in mine[0] and all(close(a[column], b[column]) for a, b in zip(mine, gan_epochs)),
+                  f"biggan epochs.csv column {column}: {[e.get(column) for e in mine]}")
+        check(not {"d_loss", "g_loss", "loss", "accuracy"} & set(epochs_csv[0]),
+              f"epochs.csv reads the Katib text copies: {sorted(epochs_csv[0])}")
+        gan = runs[gan_name]
+        check(gan["workload"] == "biggan" and close(gan["real_s"], real_seconds(gan_dir.parent / "stdout.log")),
+              f"biggan run: {gan['workload']}, real_s {gan['real_s']}")
+
+        # A launcher output alone: dtrain's first line names the workload and world size, its Katib lines
+        # are the epochs, bash time the wall time, the path the size and repetition.
+        katib = runs["katib-only/8/rep2/launcher.log"]
+        console = studies["katib-only"] / "8" / "rep2" / "launcher.log"
+        pairs = [p for line in console.read_text().splitlines() for p in formats.console_line("katib_metric").parse_all(line)]
+        accuracies = [float(p["value"]) for p in pairs if p["name"] == "accuracy"]
+        check((katib["workload"], katib["world_size"], katib["nodes"], katib["repetition"], katib["source"]) ==
+              ("mnist", "2", "8", "2", "launcher output"), f"launcher output alone: {katib}")
+        check(close(katib["wall_s"], real_seconds(console)) and katib["epochs"] == "2" and
+              close(katib["final_test_accuracy"], accuracies[-1]), f"launcher output alone: figures {katib}")
+        check([float(e["test_accuracy"]) for e in epochs_csv if e["run"] == "katib-only/8/rep2/launcher.log"] == accuracies,
+              "Katib lines as epochs")
+
+        # The RunLogger's own records: GPU samples, MFU, the profile whose table is not there.
+        logger_dir = studies["runlogger"] / "20261125T101500Z-mnist"
+        logger = runs["runlogger/20261125T101500Z-mnist"]
+        gpu = [s["gpu_util_percent"] for s in records(logger_dir, "sample") if "gpu_util_percent" in s]
+        check(close(logger["peak_gpu_util_percent"], max(gpu)), f"peak GPU utilisation {logger['peak_gpu_util_percent']}")
+        mfu = [e["mfu"] for e in records(logger_dir, "epoch_end") if "mfu" in e]
+        check(logger["mfu"] != "" and close(logger["mfu"], sum(mfu) / len(mfu)), f"mfu {logger['mfu']}, epochs' {mfu}")
+        check("cannot read the profile table" in proc.stderr, "a profile record whose table is missing is reported")
+
+        # Plots: valid PNGs, all shown on the index page.
+        pngs = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.png"))
+        resources = sorted(f"resources/{re.sub(r'[^A-Za-z0-9._-]+', '_', r).strip('_')}.png"
+                           for r in runs if r != "katib-only/8/rep2/launcher.log")
+        expected_pngs = sorted(["bytes_vs_batch.png", "epochs.png", "tflops.png", "time_vs_nodes.png", "top_ops.png",
+                                *resources])
+        check(pngs == expected_pngs, f"plots {pngs}, expected {expected_pngs}")
         index = (out / "index.html").read_text()
         for p in pngs:
-            try:
-                with Image.open(p) as image:
-                    image.verify()
-                with Image.open(p) as image:
-                    check(image.format == "PNG" and image.size[0] > 300 and image.size[1] > 200, f"{p.name}: {image.size}")
-            except Exception as e:  # noqa: BLE001 - any decoding failure is the finding
-                check(False, f"{p} is not a valid PNG: {e}")
-            check(p.relative_to(out).as_posix() in index, f"index.html does not show {p.name}")
+            with Image.open(out / p) as image:
+                image.verify()
+            with Image.open(out / p) as image:
+                check(image.format == "PNG" and image.size[0] > 300 and image.size[1] > 200, f"{p}: {image.size}")
+            check(p in index, f"index.html does not show {p}")
 
-        # No runs at all: a clear error, exit 3.
+        # No runs at all: a clear error, exit 3; a study that does not exist: exit 2.
         empty = root / "empty"
         empty.mkdir()
         proc = subprocess.run(report + [str(empty), "--out", str(root / "r2")], capture_output=True, text=True)

@@ -10,6 +10,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from .tables import is_metric  # noqa: E402
+
 DPI = 110
 GIB = 1024.0 ** 3
 
@@ -107,8 +109,7 @@ def epoch_curves(epochs, out_dir):
     keys = group_keys(epochs) + ["nodes"]
     # A classifier's accuracy and losses first, then any other workload's metrics (a GAN's d_loss, ...).
     preferred = ["test_accuracy", "test_loss", "train_loss"]
-    others = [c for c in epochs.columns if re.match(r"^(train|test)_[a-z]", c) and c not in preferred
-              and c not in ("train_s", "train_samples", "test_samples") and not c.endswith("_correct")]
+    others = [c for c in epochs.columns if is_metric(c) and c not in preferred]
     panels = [(c, c.replace("train_", "training ", 1).replace("test_", "test ", 1).replace("_", " "))
               for c in preferred + sorted(others, key=lambda c: (not c.startswith("test_"), c))
               if c in epochs and pd.to_numeric(epochs[c], errors="coerce").notna().any()][:4]

@@ -18,6 +18,13 @@ EPOCH_FIELDS = ["epoch", "lr", "train_loss", "test_accuracy", "test_loss", "epoc
                 "exposed_comm_s", "bytes_allreduced_per_step", "algbw_gbps", "busbw_gbps",
                 "net_tx_bytes_per_step", "net_rx_bytes_per_step"]
 METRIC_FIELD = re.compile(r"^(train|test)_[a-z][a-z0-9_]*$")
+# Fields METRIC_FIELD matches that are an epoch's times and counts, not a workload's metric.
+NOT_METRICS = {"train_s", "train_samples", "test_samples", "train_correct", "test_correct"}
+
+
+def is_metric(field):
+    """Whether an epoch field is one of the workload's metrics (train_loss, test_d_accuracy, ...)."""
+    return bool(METRIC_FIELD.match(field)) and field not in NOT_METRICS
 SAMPLE_FIELDS = ["cpu_percent", "rss_bytes", "host_mem_used_bytes", "gpu_util_percent", "gpu_mem_used_bytes",
                  "gpu_mem_bw_util_percent", "gpu_power_w", "gpu_sm_clock_mhz", "net_rx_bytes", "net_tx_bytes"]
 # Every run-log field the report reads, per record kind (besides `event`): its tests check that dtrain's

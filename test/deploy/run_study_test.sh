@@ -16,8 +16,8 @@ trap 'rm -rf "$work"' EXIT
 { time "$mpiexec" -np 2 $mpi_flags "$dtrain" --workload mnist --synthetic --epochs 1 --max-steps 3 --eval-samples 200 \
     --device cpu --backend mpi --progress off --log-dir "$work/job-logs" ; } >"$work/job-console.txt" 2>&1 ||
   { echo "FAIL: the job's dtrain run"; cat "$work/job-console.txt"; exit 1; }
-export JOB_CONSOLE=$work/job-console.txt JOB_RUN_DIR
 JOB_RUN_DIR=$(ls -d "$work"/job-logs/*/)
+export JOB_CONSOLE=$work/job-console.txt JOB_RUN_DIR
 mkdir -p "$work/bin"
 cat >"$work/bin/kubectl" <<'KUBECTL'
 #!/usr/bin/env bash

@@ -63,9 +63,12 @@ def main():
         if word in text:
             fail(f"output contains '{word}' ({why}): " + next(line for line in text.splitlines() if word in line))
     lines = text.splitlines()
+    def parsed(pattern):
+        return [fields for fields in map(pattern.parse, lines) if fields]
+
     if fmt == "katib":
-        metrics = [KATIB.parse(line) for line in lines if KATIB.parse(line)]
-        progress = [KATIB_PROGRESS.parse(line) for line in lines if KATIB_PROGRESS.parse(line)]
+        metrics = parsed(KATIB)
+        progress = parsed(KATIB_PROGRESS)
         if len(metrics) != epochs:
             fail(f"expected {epochs} Katib metric lines, found {len(metrics)}")
         values = [{p["name"]: p["value"] for p in KATIB_METRIC.parse_all(m["metrics"])} for m in metrics]
@@ -73,8 +76,8 @@ def main():
             fail(f"Katib lines name {[list(v) for v in values]}, expected accuracy and loss")
         accuracies = [float(v["accuracy"]) for v in values]
     else:
-        metrics = [PYTORCH_TEST.parse(line) for line in lines if PYTORCH_TEST.parse(line)]
-        progress = [PYTORCH_PROGRESS.parse(line) for line in lines if PYTORCH_PROGRESS.parse(line)]
+        metrics = parsed(PYTORCH_TEST)
+        progress = parsed(PYTORCH_PROGRESS)
         if len(metrics) != epochs:
             fail(f"expected {epochs} 'Test set:' lines, found {len(metrics)}")
         accuracies = [int(m["correct"]) / int(m["samples"]) for m in metrics]

@@ -120,7 +120,8 @@ class Equivalence {
   Equivalence(const Workload& workload, Communicator& comm, int64_t b, int64_t epochs, Configure configure = {})
       : workload_(workload), comm_(comm), b_(b), epochs_(epochs), configure_(std::move(configure)) {
     if (comm.is_root()) {
-      TrainConfig config = distributed_config(dir_.path(), {});
+      test::TempDir dir;
+      TrainConfig config = distributed_config(dir.path(), {});
       // The initial model, made as the trainer makes it: data first, then the seed, then the modules.
       const WorkloadData data = workload.load_data(config.data, static_cast<uint64_t>(config.train.seed));
       at::manual_seed(static_cast<uint64_t>(config.train.seed));
@@ -135,8 +136,6 @@ class Equivalence {
 
       config.train.batch_size = comm.world_size() * b;
       LocalCommunicator local;
-      test::TempDir dir;
-      config.log.dir = dir.path() + "/logs";
       reference_ = test::train_run(config, workload, local);
     }
     comm.barrier();
@@ -181,7 +180,6 @@ class Equivalence {
   int64_t b_;
   int64_t epochs_;
   Configure configure_;
-  test::TempDir dir_;
   at::Tensor initial_params_;
   at::Tensor initial_buffers_;
   test::TrainRun reference_;

@@ -83,7 +83,7 @@ def rows(path):
         return list(csv.DictReader(f))
 
 
-def make_studies(root, report, dtrain, mpiexec, flags, unit_tests):
+def make_studies(root, dtrain, mpiexec, flags, unit_tests):
     studies = {}
     # The runners' layout, by the local runner.
     local = root / "study-local"
@@ -163,7 +163,7 @@ def main():
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        studies = make_studies(root, report, dtrain, mpiexec, flags, unit_tests)
+        studies = make_studies(root, dtrain, mpiexec, flags, unit_tests)
         if failures:
             return
         # What dtrain wrote matches its schema (the report's inputs are the real thing).

@@ -10,9 +10,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "runtime/bootstrap/heartbeat.h"
@@ -24,6 +26,7 @@
 #include "runtime/config/config_yaml.h"
 #include "runtime/config/validate.h"
 #include "runtime/log/run_logger.h"
+#include "runtime/monitor/network_route.h"
 #include "runtime/reduce/bucketed_reducer.h"
 #include "runtime/train/run_directory.h"
 #include "runtime/train/trainer.h"
@@ -69,6 +72,36 @@ int ranks_per_host(const Session& session) {
     most = std::max(most, static_cast<int>(std::count(all.begin(), all.end(), host)));
   }
   return most;
+}
+
+// How traffic between hosts travels, for the run log: what the backend uses, and the interface rank 0's
+// kernel routes to the first other host through. Gloo always speaks TCP; Open MPI and NCCL pick their
+// transport at run time, and without an RDMA device (InfiniBand, RoCE, Omni-Path) both use TCP sockets.
+NetworkInfo network_info(const Session& session, const std::string& backend) {
+  NetworkInfo network;
+  std::error_code ignored;
+  const bool rdma = std::filesystem::exists("/sys/class/infiniband", ignored) &&
+                    !std::filesystem::is_empty("/sys/class/infiniband", ignored);
+  const std::vector<std::string> hosts = session.unique_hosts();
+  if (hosts.size() <= 1) {
+    if (backend == "mpi") network.transport = "shared memory";
+    else if (backend == "gloo") network.transport = "tcp over loopback";
+    else if (backend == "nccl") network.transport = "nccl: NVLink, PCIe or shared memory";
+    else network.transport = "none";
+    return network;
+  }
+  if (backend == "gloo") network.transport = "tcp";
+  else if (backend == "mpi") network.transport = rdma ? "mpi: its choice (an RDMA device is present)" : "tcp";
+  else if (backend == "nccl") network.transport = rdma ? "nccl: its choice (an RDMA device is present)" : "tcp";
+  else network.transport = backend;
+  network.peer_host = hosts[1];  // hosts come in rank order; rank 0's is the first
+  std::string why_not;
+  if (const std::optional<NetworkRoute> route = route_to_host(network.peer_host, why_not)) {
+    network.interface = route->interface;
+    network.address = route->address;
+    network.mtu = route->mtu;
+  }
+  return network;
 }
 
 // Throws ConfigError naming the first line in which this rank's dtrain and configuration (`mine`) differ
@@ -293,6 +326,7 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
   info.launcher = session_.description();
   info.restart_count = session_.restart_count();
   info.dtrain_version = DTRAIN_VERSION;
+  if (session_.is_root()) info.network = network_info(session_, info.backend);
   try {
     trainer->run(std::move(info));
   } catch (const NonFiniteError& e) {

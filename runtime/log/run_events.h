@@ -10,6 +10,17 @@
 
 namespace dtrain {
 
+// How the ranks' traffic between hosts travels, as rank 0 sees it.
+struct NetworkInfo {
+  // "shared memory" (MPI on one host), "tcp" (between hosts over sockets), "tcp over loopback" (Gloo on
+  // one host), or the library's own choice where it picks at run time ("nccl: ...", "mpi: ...").
+  std::string transport = "unknown";
+  std::string peer_host;  // the host rank 0's route was taken to ("" on one host)
+  std::string interface;  // rank 0's interface towards peer_host ("" when unknown or on one host)
+  std::string address;    // its address there
+  int mtu = 0;            // its MTU; 0: unknown
+};
+
 struct RunInfo {
   std::string workload;
   std::string config_yaml;  // the effective configuration
@@ -36,6 +47,7 @@ struct RunInfo {
   int64_t parameters = 0;
   std::string accelerator;   // rank 0's GPU product name ("" without a GPU or NVML)
   double peak_tflops = 0.0;  // one device's peak behind the mfu figures; 0 = unknown
+  NetworkInfo network;
 };
 
 // A checkpoint written inside an epoch (checkpoint.every_steps, checkpoint.every_s).

@@ -86,6 +86,17 @@ ProgressStyle progress_style(ProgressMode mode) {
   return stderr_reaches_terminal() ? ProgressStyle::kBar : ProgressStyle::kLines;
 }
 
+// "tcp over eth0 (10.213.0.1, MTU 1500) to node2", or the transport alone on one host.
+std::string network_text(const NetworkInfo& network) {
+  std::string text = network.transport.empty() ? std::string("unknown") : network.transport;
+  if (!network.interface.empty()) {
+    text += " over " + network.interface + " (" + network.address +
+            (network.mtu > 0 ? ", MTU " + std::to_string(network.mtu) : std::string()) + ")";
+  }
+  if (!network.peer_host.empty()) text += " to " + network.peer_host;
+  return text;
+}
+
 }  // namespace
 
 RunLogger::RunLogger(const LogOptions& options, bool is_root, std::string run_dir, std::ostream& console,
@@ -125,6 +136,7 @@ void RunLogger::run_start(const RunInfo& info) {
       << hosts << ") | backend " << info.backend << " | device " << info.device << " | threads per rank "
       << info.threads_per_rank << (info.threads_source.empty() ? "" : " (" + info.threads_source + ")") << "\n"
       << "libtorch " << info.torch_version << " | " << info.launcher << "\n"
+      << "network: " << network_text(info.network) << "\n"
       << "data: " << info.data_description << " | " << info.train_samples << " train, " << info.test_samples
       << " test samples | " << info.parameters << " parameters\n"
       << "run " << run_dir_ << ": events.jsonl, config.yaml"
@@ -156,6 +168,13 @@ void RunLogger::run_start(const RunInfo& info) {
   record["accelerator"] = info.accelerator;
   record["peak_tflops"] = info.peak_tflops;
   record["checkpoint_dir"] = info.checkpoint_dir;
+  JsonRecord network;
+  network["transport"] = info.network.transport;
+  network["peer_host"] = info.network.peer_host;
+  network["interface"] = info.network.interface;
+  network["address"] = info.network.address;
+  network["mtu"] = info.network.mtu;
+  record["network"] = network;
   record["config"] = info.config_yaml;
   write_event(record);
 }

@@ -119,6 +119,7 @@ RunInfo run_info(const std::string& checkpoint_dir) {
   info.train_samples = 60000;
   info.test_samples = 10000;
   info.parameters = 1199882;
+  info.network = NetworkInfo{"tcp", "node-1", "eth0", "10.213.0.1", 1500};
   return info;
 }
 
@@ -184,14 +185,15 @@ TEST_CASE("the run's first console lines name what runs where and the run direct
     info.hosts = {"node-0"};
     logger.run_start(info);
     const std::vector<std::string> lines = split_lines(console.str());
-    REQUIRE(lines.size() >= 4);
+    REQUIRE(lines.size() >= 5);
     auto header = parse_line("header", lines[0]);
     CHECK(header["workload"] == "mnist");
     CHECK(header["world_size"] == "2");
     CHECK(header["host_count"] == "1");
     CHECK(header["hosts"] == "node-0");
     CHECK(header["threads_per_rank"] == "1");
-    CHECK(parse_line("run_directory", lines[3])["run_dir"] == dir.file("run"));
+    CHECK(lines[2] == "network: tcp over eth0 (10.213.0.1, MTU 1500) to node-1");
+    CHECK(parse_line("run_directory", lines[4])["run_dir"] == dir.file("run"));
     for (const std::string& line : lines) CHECK(line.find("real") == std::string::npos);
   }
 }

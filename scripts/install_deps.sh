@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages a purpose needs, and only those:
 #   run     build the dtrain binary and train with it on Fashion-MNIST under mpirun
 #   test    run: plus the test suites, the benchmarks' PyTorch peers and dtrain-report
-#   deploy  test: plus a local Slurm cluster and buildah, for deploy/'s tests
+#   deploy  test: plus a local Slurm cluster, buildah and the emulated cluster's tools, for deploy/'s tests
 #   all     everything (the default; what scripts/test.sh and CI use)
 # Idempotent: packages already present are left alone and apt-get runs only when something is missing.
 # apt's output goes to stdout; scripts/run_mnist.sh sends it to its log.
@@ -29,6 +29,7 @@ test_packages=(
 deploy_packages=(
   slurm-wlm munge                # a local Slurm cluster for deploy/slurm's test
   buildah debootstrap            # container images without a Docker engine or registry (deploy/docker)
+  iproute2 iptables              # deploy/local/cluster.sh: namespaces, links, shaping, packet loss
 )
 
 purpose=${1:-all}

@@ -20,6 +20,7 @@
 #include "runtime/bootstrap/heartbeat.h"
 #include "runtime/bootstrap/launcher_env.h"
 #include "runtime/bootstrap/mpi_session.h"
+#include "runtime/bootstrap/store_heartbeat.h"
 #include "runtime/bootstrap/store_session.h"
 #include "runtime/comm/make_communicator.h"
 #include "runtime/config/config_cli.h"
@@ -179,6 +180,7 @@ class Job final {
   std::unique_ptr<RunLogger> logger_;
   std::atomic<RunLogger*> log_sink_{nullptr};  // logger_ once it exists; read by the heartbeat thread
   std::unique_ptr<Heartbeat> heartbeat_;
+  std::unique_ptr<StoreHeartbeat> store_heartbeat_;  // under torchrun: names stuck ranks through the store
 };
 
 int Job::run(int argc, char** argv) {
@@ -253,7 +255,10 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
   at::set_num_interop_threads(1);
   start_heartbeat(config.comm.timeout_s);
 
-  WaitOptions wait{config.comm.timeout_s, &activity_, [this] { return heartbeat_ ? heartbeat_->diagnose() : ""; }};
+  WaitOptions wait{config.comm.timeout_s, &activity_, [this] {
+                     if (heartbeat_) return heartbeat_->diagnose();
+                     return store_heartbeat_ ? store_heartbeat_->diagnose() : std::string();
+                   }};
   CommSetup setup;
   setup.backend = backend;
   setup.cuda_device = cuda_device;
@@ -353,9 +358,19 @@ void Job::apply_launcher(TrainConfig& config, const ConfigSources& sources) {
 }
 
 void Job::start_heartbeat(double timeout_s) {
-  // Under torchrun, Gloo's and NCCL's timeouts bound every wait and the agent restarts the group; the
-  // heartbeat that names stuck ranks runs over MPI.
-  if (session_.world_size() == 1 || mpi_ == nullptr) return;
+  if (session_.world_size() == 1) return;
+  if (mpi_ == nullptr) {
+    // Under torchrun, Gloo's and NCCL's timeouts bound every wait and the agent restarts the group; the
+    // store heartbeat names the rank a stalled collective waits for. Without it a run still fails at the
+    // timeout, only without the name: a store that cannot take a connection more is worth a note only.
+    if (auto* store_session = dynamic_cast<StoreSession*>(&session_)) {
+      const Failure failure = failure_of([&] {
+        store_heartbeat_ = std::make_unique<StoreHeartbeat>(*store_session, activity_, StoreHeartbeatOptions{});
+      });
+      if (failure.failed()) std::cerr << session_.origin().prefix() << "dtrain: note: " << failure.message << std::endl;
+    }
+    return;
+  }
   if (!mpi_->has_thread_multiple()) {
     if (session_.is_root()) {
       std::cerr << "dtrain: note: this MPI provides no MPI_THREAD_MULTIPLE, so no heartbeat runs: a stuck rank "
@@ -373,6 +388,7 @@ void Job::start_heartbeat(double timeout_s) {
 }
 
 void Job::stop_heartbeat() {
+  store_heartbeat_.reset();
   if (!heartbeat_) return;
   const Failure failure = failure_of([&] { heartbeat_->stop(); });
   if (failure.failed()) fail_alone(failure);

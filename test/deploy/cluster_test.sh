@@ -6,7 +6,7 @@
 #           mid-epoch under mpirun ends every rank within comm.timeout_s + 10 s, naming the rank and host;
 #           `down` leaves nothing behind.
 #   faults  (label long) the same cut with the gloo backend, and under torchrun --nnodes 2:3, where the
-#           survivors resume at world size 2 and finish; 1% packet loss on one node ends with parameters
+#           survivors name the cut-off rank, resume at world size 2 and finish; 1% packet loss on one node ends with parameters
 #           identical to a run without loss; an MTU mismatch between nodes fails with a clear error or
 #           finishes, never hangs.
 # Usage: cluster_test.sh DTRAIN quick|faults. Exits 77 (CTest's skip) with the reason where namespaces
@@ -145,8 +145,9 @@ faults() {
   local deadline=$((SECONDS + 200))
   while [ $SECONDS -lt $deadline ] && ! grep -q "done: 1 epoch" "$work/el.out"; do sleep 1; done
   if grep -q "done: 1 epoch" "$work/el.out" &&
-     grep -q '"event":"resume".*"from_world_size":3,"world_size":2' "$work"/el/*/events.jsonl; then
-    pass "link cut under torchrun --nnodes 2:3: $(grep -o 'resumed epoch 1 at step [0-9]*' "$work/el.out" | head -1) at world size 2 and finished"
+     grep -q '"event":"resume".*"from_world_size":3,"world_size":2' "$work"/el/*/events.jsonl &&
+     grep -q "rank 2/3 (host node3) has stopped reporting" "$work/el.out"; then
+    pass "link cut under torchrun --nnodes 2:3: rank 2 on node3 named, $(grep -o 'resumed epoch 1 at step [0-9]*' "$work/el.out" | head -1) at world size 2 and finished"
   else
     fail "link cut under torchrun --nnodes 2:3: the survivors did not finish at world size 2"; show "$work/el.out" 40
   fi

@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "runtime/bootstrap/store_heartbeat.h"
 #include "runtime/bootstrap/store_session.h"
 #include "runtime/util/error.h"
 
@@ -142,4 +143,26 @@ TEST_CASE("an unreachable store fails with its address and the launcher's variab
     CHECK_THAT(std::string(e.what()), Contains("cannot reach the c10d store at 127.0.0.1:" + std::to_string(port)) &&
                                           Contains("rank 0 hosts it") && Contains("RANK=1 WORLD_SIZE=2"));
   }
+}
+
+TEST_CASE("the store heartbeat names a rank that stopped counting, and only then", "[bootstrap]") {
+  const auto seen = on_every_rank<std::vector<std::string>>(2, [](StoreSession& s) {
+    Activity activity;
+    activity.set_phase(Phase::kTraining, 2, 5);
+    auto heartbeat = std::make_unique<StoreHeartbeat>(s, activity, StoreHeartbeatOptions{0.1, 5.0});
+    std::vector<std::string> out;
+    s.first_error(Failure{}, kWait);
+    if (s.is_root()) out.push_back(heartbeat->diagnose());  // both count
+    s.first_error(Failure{}, kWait);
+    if (!s.is_root()) heartbeat.reset();  // rank 1 falls silent, as a frozen or cut-off rank does
+    s.first_error(Failure{}, kWait);
+    if (s.is_root()) out.push_back(heartbeat->diagnose());
+    s.first_error(Failure{}, kWait);
+    return out;
+  });
+  REQUIRE(seen[0].size() == 2);
+  CHECK(seen[0][0].empty());
+  CHECK_THAT(seen[0][1], Contains("rank 1/2 (host ") && Contains(") has stopped reporting to the store") &&
+                             Contains("it last reported training, epoch 2, step 5"));
+  CHECK_THAT(seen[0][1], !Contains("rank 0/2"));
 }

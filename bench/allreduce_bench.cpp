@@ -65,7 +65,7 @@ int64_t parse_bytes(const std::string& text) {
 
 SweepOptions parse(int argc, char** argv) {
   cxxopts::Options spec("dtrain_allreduce_bench", "allreduce sweep: dtrain's communicator vs the raw library call");
-  spec.add_options()("backend", "mpi or nccl", cxxopts::value<std::string>()->default_value("mpi"))(
+  spec.add_options()("backend", "mpi, gloo or nccl", cxxopts::value<std::string>()->default_value("mpi"))(
       "min-bytes", "smallest size", cxxopts::value<std::string>()->default_value("8"))(
       "max-bytes", "largest size", cxxopts::value<std::string>()->default_value("256M"))(
       "factor", "size step factor", cxxopts::value<int64_t>()->default_value("2"))(
@@ -82,7 +82,8 @@ SweepOptions parse(int argc, char** argv) {
   const std::string backend = args["backend"].as<std::string>();
   if (backend == "mpi") o.backend = BackendKind::kMpi;
   else if (backend == "nccl") o.backend = BackendKind::kNccl;
-  else throw ConfigError("--backend must be mpi or nccl, got '" + backend + "'");
+  else if (backend == "gloo") o.backend = BackendKind::kGloo;
+  else throw ConfigError("--backend must be mpi, gloo or nccl, got '" + backend + "'");
   o.min_bytes = parse_bytes(args["min-bytes"].as<std::string>());
   o.max_bytes = parse_bytes(args["max-bytes"].as<std::string>());
   o.factor = args["factor"].as<int64_t>();
@@ -168,7 +169,7 @@ int run(int argc, char** argv, MpiSession& session) {
   if (device == DeviceKind::kCuda) setup.cuda_device = select_cuda_device(session, backend);
   setup.wait.timeout_s = CommOptions{}.timeout_s;
   std::unique_ptr<Communicator> comm = make_communicator(setup, session);
-  std::unique_ptr<RawAllreduce> raw = make_raw_allreduce(backend, session, setup.cuda_device);
+  std::unique_ptr<RawAllreduce> raw = make_raw_allreduce(backend, session, setup.cuda_device, setup.wait.timeout_s);
   const at::TensorOptions options =
       device == DeviceKind::kCuda ? at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, setup.cuda_device)
                                   : at::TensorOptions().dtype(at::kFloat);

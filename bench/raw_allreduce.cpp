@@ -10,6 +10,13 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 #endif
+#if DTRAIN_WITH_GLOO
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#endif
 
 namespace dtrain::bench {
 namespace {
@@ -65,10 +72,42 @@ class RawNccl final : public RawAllreduce {
 };
 #endif
 
+#if DTRAIN_WITH_GLOO
+class RawGloo final : public RawAllreduce {
+ public:
+  RawGloo(MpiSession& session, double timeout_s) {
+    WaitOptions wait;
+    wait.timeout_s = timeout_s;
+    const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000.0));
+    auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+    const char* interface = std::getenv("GLOO_SOCKET_IFNAME");
+    options->devices.push_back(interface != nullptr && *interface != '\0'
+                                   ? c10d::ProcessGroupGloo::createDeviceForInterface(interface)
+                                   : c10d::ProcessGroupGloo::createDefaultDevice());
+    group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
+        c10::make_intrusive<c10d::PrefixStore>("bench/raw-gloo", session.store(wait)), session.rank(),
+        session.world_size(), options);
+  }
+  std::string name() const override { return "ProcessGroupGloo::allreduce"; }
+  void sum(at::Tensor& tensor) override {
+    std::vector<at::Tensor> tensors{tensor};
+    group_->allreduce(tensors)->wait();
+  }
+  void synchronize() override {}
+
+ private:
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
+};
+#endif
+
 }  // namespace
 
-std::unique_ptr<RawAllreduce> make_raw_allreduce(BackendKind backend, const MpiSession& session, int cuda_device) {
+std::unique_ptr<RawAllreduce> make_raw_allreduce(BackendKind backend, MpiSession& session, int cuda_device,
+                                                 double timeout_s) {
   if (backend == BackendKind::kMpi) return std::make_unique<RawMpi>();
+#if DTRAIN_WITH_GLOO
+  if (backend == BackendKind::kGloo) return std::make_unique<RawGloo>(session, timeout_s);
+#endif
 #if DTRAIN_WITH_NCCL
   if (backend == BackendKind::kNccl) return std::make_unique<RawNccl>(session, cuda_device);
 #endif

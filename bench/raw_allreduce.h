@@ -23,7 +23,11 @@ class RawAllreduce {
 };
 
 // MPI: blocking MPI_Allreduce on MPI_COMM_WORLD. NCCL: ncclAllReduce on a communicator and stream of
-// its own, as nccl-tests time it: iterations queued back to back, one synchronisation at the end. Throws ConfigError for a backend this build lacks.
-std::unique_ptr<RawAllreduce> make_raw_allreduce(BackendKind backend, const MpiSession& session, int cuda_device);
+// its own, as nccl-tests time it: iterations queued back to back, one synchronisation at the end. Gloo:
+// LibTorch's ProcessGroupGloo allreduce, waited on, in a process group of its own with PyTorch's default
+// options (2 threads; the interface in GLOO_SOCKET_IFNAME): what torch.distributed.all_reduce runs on
+// the gloo backend. Throws ConfigError for a backend this build lacks.
+std::unique_ptr<RawAllreduce> make_raw_allreduce(BackendKind backend, MpiSession& session, int cuda_device,
+                                                 double timeout_s);
 
 }  // namespace dtrain::bench

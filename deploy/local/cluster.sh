@@ -116,8 +116,12 @@ rate_bits() {  # 200mbit, 1gbit, 5gbit, 1000000 -> bits per second
   esac
 }
 
-# shape_dev NS DEV RATE: a token bucket on DEV's egress. The bucket holds 4 ms at the rate (at least
-# 64 KiB), enough for TSO bursts at 10 Gbit/s without starving the link, and queues at most 20 ms.
+# shape_dev NS DEV RATE: a token bucket on DEV's egress, holding 1 ms at the rate and at least 128 KiB
+# (two TSO segments). A real link has no burst above its rate, but the bucket trades two errors:
+# with 4 ms, 256 KiB allreduces crossed a 5 Gbit/s link at 3x its rate; with 0.25 ms (64 KiB), TCP
+# reached only 45% of a 1 Gbit/s link. With 1 ms, MPI reached 91-93% of 1 Gbit/s at 1-16 MiB
+# (bench/cluster_allreduce_bench.sh), and only messages below about a bucket's worth per ring step can
+# beat the rate. It queues at most 20 ms.
 shape_dev() {
   local ns=$1 dev=$2 rate=$3 bits burst
   ip -n "$ns" link show "$dev" >/dev/null 2>&1 || return 0
@@ -125,7 +129,7 @@ shape_dev() {
   [ "$rate" = none ] && return 0
   bits=$(rate_bits "$rate")
   [ "$bits" -gt 0 ] || die "--rate '$rate' must be positive"
-  burst=$(awk -v b="$bits" 'BEGIN { x = b / 8 * 0.004; if (x < 65536) x = 65536; printf "%.0f", x }')
+  burst=$(awk -v b="$bits" 'BEGIN { x = b / 8 * 0.001; if (x < 131072) x = 131072; printf "%.0f", x }')
   tc -n "$ns" qdisc add dev "$dev" root tbf rate "${bits}bit" burst "$burst" latency 20ms
 }
 
@@ -345,8 +349,12 @@ cluster_mpirun() {
   # The agent is this script; orted reports back to mpirun in node1 over the cluster interface.
   # Keepalives on mpirun's own connections (oob) find a node whose link went down within about
   # 10 s + 3 x 2 s, instead of the kernel's two hours: then mpirun ends the job (docs/failures.md).
+  # The nodes share this machine's cores, which each node's orted cannot see: ranks that spin while
+  # they wait (Open MPI's default with one rank per slot) take the cores their peers need to send and
+  # compute. Yielding when idle, measured with 8 nodes at 1 Gbit/s, 16 MiB: busbw 58% -> 88% of the link,
+  # 256 KiB: 54 -> 3.6 ms (docs/benchmarks.md).
   node_exec 1 env DTRAIN_CLUSTER_AGENT=1 mpirun --hostfile "$state/hostfile" \
-    --mca plm_rsh_agent "$self" --mca plm_rsh_no_tree_spawn 1 \
+    --mca plm_rsh_agent "$self" --mca plm_rsh_no_tree_spawn 1 --mca mpi_yield_when_idle 1 \
     --mca oob_tcp_keepalive_time 10 --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 3 \
     -x OMPI_MCA_btl_tcp_if_include -x GLOO_SOCKET_IFNAME -x DTRAIN_CLUSTER \
     ${OMPI_ALLOW_RUN_AS_ROOT:+--allow-run-as-root} \

@@ -8,6 +8,10 @@ SUMMARY_COLUMNS = ["run", "platform", "nodes", "ranks", "accelerator", "repetiti
                    "tflops_achieved", "mfu", "peak_gpu_util_percent", "peak_rss_bytes", "bytes_allreduced_per_step",
                    "net_tx_bytes_per_step"]
 
+MODEL_SUMMARY = ["platform", "workload", "nodes", "runs", "measured_step_s", "predicted_step_s",
+                 "measured_over_predicted", "measured_exposed_comm_s", "predicted_exposed_comm_s", "compute_s",
+                 "latency_us", "bandwidth_gbps"]
+
 
 def fmt(value):
     if isinstance(value, float):
@@ -28,10 +32,17 @@ def write_index(out_dir, studies, tables, figures, skipped, warnings):
              "td:first-child{text-align:left}img{max-width:100%;border:1px solid #ddd;margin:4px 0}",
              "</style></head><body>",
              f"<h1>dtrain report</h1><p>Studies: {html.escape(', '.join(studies))}; {len(runs)} run(s). Tables: ",
-             ", ".join(f"<a href='{n}.csv'>{n}.csv</a>" for n in ("runs", "epochs", "samples", "ops")),
+             ", ".join(f"<a href='{n}.csv'>{n}.csv</a>" for n in ("runs", "model", "epochs", "samples", "ops")),
              "</p><h2>Runs</h2>"]
     if len(runs):
         parts.append(runs[columns].to_html(index=False, na_rep="", float_format=fmt, escape=True))
+    model = tables.get("model")
+    if model is not None and len(model):
+        parts.append("<h2>Scaling model: measured / predicted time per step</h2><p>Predicted from each platform's "
+                     "smallest run and its allreduce sweep (docs/studies.md); measured_over_predicted above 1 is "
+                     "time the platform adds beyond what its network explains.</p>")
+        parts.append(model[[c for c in MODEL_SUMMARY if c in model]].to_html(
+            index=False, na_rep="", float_format=fmt, escape=True))
     for title, paths in figures:
         parts.append(f"<h2>{html.escape(title)}</h2>")
         for p in paths:

@@ -256,8 +256,45 @@ def bytes_vs_batch(runs, out_dir):
     return [save(fig, out_dir, "bytes_vs_batch.png")]
 
 
+def step_time_vs_nodes(model, out_dir):
+    """Training time per step against nodes, measured (median, bars min-max over repetitions) and as the
+    scaling model predicts it from the smallest run and the network's allreduce sweep (dashed), one colour
+    per platform and workload; and the exposed communication per step, measured and predicted."""
+    if model is None or len(model) == 0:
+        raise Skip("no platform has both runs with communication figures and an allreduce sweep "
+                   "(calibration/*.json: deploy/local/run_cluster_study.sh writes them)")
+    keys = ["platform"] + (["workload"] if len(distinct(model, "workload")) > 1 else [])
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for values, group in groups(model, keys):
+        group = group.sort_values("nodes")
+        label = series_label(values, keys)
+        line, = axes[0].plot(group["nodes"], group["measured_step_s"], marker="o", label=f"{label}: measured")
+        axes[0].errorbar(group["nodes"], group["measured_step_s"],
+                         yerr=[group["measured_step_s"] - group["measured_min_step_s"],
+                               group["measured_max_step_s"] - group["measured_step_s"]],
+                         fmt="none", ecolor=line.get_color(), capsize=4, alpha=0.8)
+        axes[0].plot(group["nodes"], group["predicted_step_s"], linestyle="--", color=line.get_color(),
+                     label=f"{label}: model")
+        axes[1].plot(group["nodes"], group["measured_exposed_comm_s"], marker="o", color=line.get_color(),
+                     label=f"{label}: measured")
+        axes[1].plot(group["nodes"], group["predicted_exposed_comm_s"], linestyle="--", color=line.get_color(),
+                     label=f"{label}: model")
+    axes[0].set_title("Time per training step vs nodes\nmeasured (median, bars min-max) and the network model (dashed)")
+    axes[0].set_ylabel("seconds per step")
+    axes[1].set_title("Exposed communication per step vs nodes\n(the part backward did not hide)")
+    axes[1].set_ylabel("seconds per step")
+    for ax in axes:
+        ax.set_xlabel("nodes")
+        log2_axis(ax, model["nodes"])
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    return [save(fig, out_dir, "step_time_vs_nodes.png")]
+
+
 PLOTS = [
     ("Time and throughput vs nodes", time_vs_nodes, "runs"),
+    ("Time per step vs nodes: measured and the scaling model", step_time_vs_nodes, "model"),
     ("Accuracy and loss per epoch", epoch_curves, "epochs"),
     ("Achieved TFLOP/s and peak utilisation", tflops, "runs"),
     ("Bytes per step vs batch size", bytes_vs_batch, "runs"),

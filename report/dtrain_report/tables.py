@@ -6,6 +6,7 @@ import re
 import pandas as pd
 import yaml
 
+from .model import scaling_model
 from .runs import labels_from_path
 
 # Labels every row carries, in this order; a study may add its own (they follow these).
@@ -166,8 +167,9 @@ def computed_columns(run):
     return row
 
 
-def build_tables(runs):
-    """runs, epochs, samples and ops DataFrames of all runs (empty frames where nothing was recorded)."""
+def build_tables(runs, sweeps=None):
+    """runs, epochs, samples and ops DataFrames of all runs (empty frames where nothing was recorded), and
+    the scaling model's table where `sweeps` (model.find_sweeps) calibrate a platform's network."""
     resolve_labels(runs)
     columns = label_columns(runs)
     runs_df = pd.DataFrame([run_row(r, columns) for r in runs])
@@ -200,9 +202,12 @@ def build_tables(runs):
                                 "self_cpu_us": number(r.get("self_cpu_us")),
                                 "total_cpu_us": number(r.get("total_cpu_us")),
                                 "self_cuda_us": number(r.get("self_cuda_us")), "cuda_profiled": bool(p.get("cuda"))})
+    epochs_df = pd.DataFrame(epoch_rows)
+    configs = {r.run_id: run_config(r) for r in runs}
     return {
         "runs": runs_df,
-        "epochs": pd.DataFrame(epoch_rows),
+        "model": scaling_model(runs_df, epochs_df, configs, sweeps or {}),
+        "epochs": epochs_df,
         "samples": pd.DataFrame(sample_rows),
         "ops": pd.DataFrame(op_rows),
     }

@@ -92,6 +92,17 @@ def make_studies(root, dtrain, mpiexec, flags, unit_tests):
                            "--profile-steps", "2:3"], capture_output=True, text=True, timeout=900)
     check(proc.returncode == 0, f"run_study.sh failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
     studies["study-local"] = local
+    # Its network's allreduce sweep, as dtrain_allreduce_bench writes it, calibrates the scaling model.
+    bench = Path(dtrain).parent / "dtrain_allreduce_bench"
+    if bench.exists():
+        (local / "calibration").mkdir()
+        proc = subprocess.run([mpiexec, *flags, "-np", "2", str(bench), "--backend", "mpi", "--min-bytes", "64K",
+                               "--max-bytes", "4M", "--factor", "4", "--iters", "5", "--json",
+                               str(local / "calibration" / "allreduce-n02.json")], capture_output=True, text=True,
+                              timeout=300)
+        check(proc.returncode == 0, f"dtrain_allreduce_bench failed: {proc.stdout[-1000:]}{proc.stderr[-1000:]}")
+    else:
+        print(f"report_test: no {bench} (a build without -DDTRAIN_BUILD_BENCH=ON): the scaling model is not checked")
 
     # Plain runs, the console of each beside its run directory.
     plain = root / "plain"
@@ -211,6 +222,14 @@ def main():
             check((run["platform"], run["nodes"], run["zone"], run["result"]) == ("local", str(n), "lab", "succeeded"),
                   f"study-local n{n}: {run}")
             check(float(run["wall_s"]) > float(run["total_s"]) > 0, f"study-local n{n}: wall {run['wall_s']}")
+        # The scaling model, calibrated by the study's real sweep: the 2-rank run is its reference, which
+        # it reproduces; the 1-rank run (no communication) is not predicted.
+        calibrated = (studies["study-local"] / "calibration").exists()
+        model = rows(out / "model.csv")
+        if calibrated:
+            check(len(model) == 1 and model[0]["platform"] == "local" and model[0]["nodes"] == "2" and
+                  close(model[0]["measured_over_predicted"], 1.0, 1e-6) and float(model[0]["bandwidth_gbps"]) > 0 and
+                  model[0]["calibration"].endswith("allreduce-n02.json"), f"model.csv: {model}")
         ops = rows(out / "ops.csv")
         check({o["run"] for o in ops} == {"study-local/n01-r1", "study-local/n02-r1"} and
               any(o["name"] == "aten::convolution_backward" for o in ops), f"ops.csv runs {({o['run'] for o in ops})}")
@@ -255,7 +274,7 @@ def main():
         resources = sorted(f"resources/{re.sub(r'[^A-Za-z0-9._-]+', '_', r).strip('_')}.png"
                            for r in runs if r != "katib-only/8/rep2/launcher.log")
         expected_pngs = sorted(["bytes_vs_batch.png", "epochs.png", "tflops.png", "time_vs_nodes.png", "top_ops.png",
-                                *resources])
+                                *resources] + (["step_time_vs_nodes.png"] if calibrated else []))
         check(pngs == expected_pngs, f"plots {pngs}, expected {expected_pngs}")
         index = (out / "index.html").read_text()
         for p in pngs:

@@ -1,0 +1,176 @@
+"""A scaling model: the time per training step at each node count, predicted from what the smallest run of
+a platform logged and an allreduce sweep of the platform's network, so a study sees how far each size
+falls from what its network allows.
+
+Per step, at N nodes (one rank each):
+
+    step(N)    = compute + exposed(N)
+    comm(N)    = buckets x 2(N-1) x latency + 2(N-1)/N x gradient_bytes / bandwidth   (ring allreduce)
+    exposed(N) = max(0, comm(N) - overlap)
+
+compute is the reference run's step time less its exposed communication (forward, backward, optimizer,
+data: what does not change with N in weak scaling), and overlap the part of backward that communication
+can hide behind: comm(reference) - its measured exposed communication, so that the model reproduces the
+reference and what it says about larger N is a prediction. (Where the reference hid all of its
+communication, the window is only known to be at least that long, and the model overstates exposure at
+larger N.) The reference is the platform's smallest size of 2 or more nodes
+(the median of its repetitions): a single node does not communicate, so it cannot show what moving the
+gradients costs the node's own CPU (the TCP stack, MPI's progress), which on a CPU share is compute
+time lost; sizes below the reference are not predicted. latency and bandwidth are a least-squares
+fit of t = 2(N-1) x latency + 2(N-1)/N x bytes / bandwidth to the sweep of the fewest nodes (dtrain's own
+communicator, what the reducer calls), so the model extrapolates to larger N from a small run and a small
+sweep. Buckets follow the run's comm.bucket_mb and comm.first_bucket_mb, as the reducer cuts them.
+"""
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+MIB = 1024.0 * 1024.0
+MODEL_COLUMNS = ["platform", "workload", "nodes", "runs", "measured_step_s", "measured_min_step_s",
+                 "measured_max_step_s", "predicted_step_s", "measured_over_predicted", "compute_s",
+                 "measured_exposed_comm_s", "predicted_exposed_comm_s", "predicted_comm_s", "gradient_bytes",
+                 "buckets", "latency_us", "bandwidth_gbps", "reference_nodes", "calibration"]
+
+
+def find_sweeps(study_dirs):
+    """Every allreduce sweep (dtrain_allreduce_bench --json) under the study directories, by platform: the
+    study's `calibration/` directory holds them, with the platform in the sweep's `platform` key (the
+    cluster study runner writes it); a sweep without one calibrates the runs of its own study directory,
+    under the directory's name."""
+    sweeps = {}
+    for study in study_dirs:
+        for path in sorted(Path(study).rglob("*.json")):
+            try:
+                sweep = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if not isinstance(sweep, dict) or sweep.get("bench") != "allreduce" or not sweep.get("results"):
+                continue
+            platform = str(sweep.get("platform") or Path(study).resolve().name)
+            sweeps.setdefault(platform, []).append({**sweep, "path": str(path)})
+    return sweeps
+
+
+def fit_network(sweep):
+    """(latency_s, bandwidth_bytes_per_s) of the ring model fitted to one sweep's dtrain times, least
+    squares in the two unknowns; None where the sweep cannot determine them (one rank, one size)."""
+    n = int(sweep["world_size"])
+    if n < 2:
+        return None
+    xs = [(2 * (n - 1), 2 * (n - 1) / n * r["bytes"], r["dtrain_us"] * 1e-6) for r in sweep["results"]]
+    if len(xs) < 2:
+        return None
+    # Normal equations for t = a x latency + b x (1 / bandwidth).
+    saa = sum(a * a for a, _, _ in xs)
+    sab = sum(a * b for a, b, _ in xs)
+    sbb = sum(b * b for _, b, _ in xs)
+    sat = sum(a * t for a, _, t in xs)
+    sbt = sum(b * t for _, b, t in xs)
+    det = saa * sbb - sab * sab
+    if det <= 0:
+        return None
+    latency = (sat * sbb - sbt * sab) / det
+    inverse_bw = (saa * sbt - sab * sat) / det
+    if inverse_bw <= 0:
+        return None
+    return max(latency, 0.0), 1.0 / inverse_bw
+
+
+def bucket_sizes(gradient_bytes, bucket_mb, first_bucket_mb):
+    """The reducer's buckets, in bytes: the first (earliest ready) one of first_bucket_mb, then bucket_mb
+    each; the last holds the rest."""
+    sizes, left = [], gradient_bytes
+    first = first_bucket_mb * MIB if first_bucket_mb and first_bucket_mb > 0 else bucket_mb * MIB
+    size = first
+    while left > 0:
+        take = min(left, size)
+        sizes.append(take)
+        left -= take
+        size = bucket_mb * MIB
+    return sizes or [0.0]
+
+
+def ring_time(n, nbytes, latency, bandwidth):
+    return 0.0 if n < 2 else 2 * (n - 1) * latency + 2 * (n - 1) / n * nbytes / bandwidth
+
+
+def comm_time(n, sizes, latency, bandwidth):
+    return sum(ring_time(n, b, latency, bandwidth) for b in sizes)
+
+
+def predict_step(n, compute, overlap, sizes, latency, bandwidth):
+    """(step, exposed, comm) seconds at n nodes."""
+    comm = comm_time(n, sizes, latency, bandwidth)
+    exposed = max(0.0, comm - overlap)
+    return compute + exposed, exposed, comm
+
+
+def per_step(group, column):
+    steps = group["steps"].astype(float)
+    return group[column].astype(float) / steps
+
+
+def scaling_model(runs, epochs, run_configs, sweeps):
+    """The model's table: one row per platform, workload and node count with a measured step time and a
+    prediction. `run_configs` maps a run id to its configuration (for the bucket sizes)."""
+    if epochs is None or len(epochs) == 0 or not sweeps:
+        return pd.DataFrame(columns=MODEL_COLUMNS)
+    needed = {"steps", "train_s", "comm_s", "exposed_comm_s", "bytes_allreduced_per_step", "nodes", "platform"}
+    if not needed <= set(epochs.columns):
+        return pd.DataFrame(columns=MODEL_COLUMNS)
+    ok = set(runs.loc[runs["result"] == "succeeded", "run"]) if "result" in runs else set(runs["run"])
+    study_of = dict(zip(runs["run"], runs["study"])) if "study" in runs else {}
+    df = epochs[epochs["run"].isin(ok) & epochs["steps"].astype(float).gt(0)].copy()
+    if df.empty:
+        return pd.DataFrame(columns=MODEL_COLUMNS)
+    df["step_s"] = per_step(df, "train_s")
+    df["exposed_s"] = per_step(df, "exposed_comm_s")
+    # One figure per run: its epochs' mean (the first epoch carries start-up costs alike at every size).
+    per_run = df.groupby(["platform", "workload", "nodes", "run"], dropna=False)[
+        ["step_s", "exposed_s", "bytes_allreduced_per_step"]].mean().reset_index()
+    rows = []
+    for (platform, workload), group in per_run.groupby(["platform", "workload"], dropna=False):
+        platform_sweeps = sweeps.get(str(platform)) or sweeps.get(study_of.get(group["run"].iloc[0], ""))
+        if not platform_sweeps:
+            continue
+        calibration = min(platform_sweeps, key=lambda s: (int(s["world_size"]) < 2, int(s["world_size"])))
+        fitted = fit_network(calibration)
+        if fitted is None:
+            continue
+        latency, bandwidth = fitted
+        sizes_by_n = group.groupby("nodes")
+        communicating = [n for n in sizes_by_n.groups if n >= 2]
+        if not communicating:
+            continue
+        reference_n = min(communicating)
+        reference = sizes_by_n.get_group(reference_n)
+        compute = float((reference["step_s"] - reference["exposed_s"]).median())
+        gradient_bytes = float(group["bytes_allreduced_per_step"].dropna().median()) if group[
+            "bytes_allreduced_per_step"].notna().any() else math.nan
+        if math.isnan(gradient_bytes):
+            continue
+        config = run_configs.get(reference["run"].iloc[0], {})
+        comm_config = config.get("comm", {}) if isinstance(config.get("comm"), dict) else {}
+        sizes = bucket_sizes(gradient_bytes, float(comm_config.get("bucket_mb", 25.0)),
+                             float(comm_config.get("first_bucket_mb", 0.0) or 0.0))
+        overlap = max(0.0, comm_time(int(reference_n), sizes, latency, bandwidth) -
+                      float(reference["exposed_s"].median()))
+        for n, at_n in sizes_by_n:
+            if n < reference_n:
+                continue
+            predicted, exposed, comm = predict_step(int(n), compute, overlap, sizes, latency, bandwidth)
+            measured = float(at_n["step_s"].median())
+            rows.append({
+                "platform": platform, "workload": workload, "nodes": int(n), "runs": len(at_n),
+                "measured_step_s": measured, "measured_min_step_s": float(at_n["step_s"].min()),
+                "measured_max_step_s": float(at_n["step_s"].max()), "predicted_step_s": predicted,
+                "measured_over_predicted": measured / predicted if predicted > 0 else math.nan,
+                "compute_s": compute, "measured_exposed_comm_s": float(at_n["exposed_s"].median()),
+                "predicted_exposed_comm_s": exposed, "predicted_comm_s": comm, "gradient_bytes": gradient_bytes,
+                "buckets": len(sizes), "latency_us": latency * 1e6, "bandwidth_gbps": bandwidth / 1e9,
+                "reference_nodes": int(reference_n), "calibration": calibration["path"],
+            })
+    return pd.DataFrame(rows, columns=MODEL_COLUMNS)

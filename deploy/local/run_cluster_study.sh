@@ -86,7 +86,7 @@ if [ "$calibrate" -eq 1 ]; then
   # training is then the model's error, not part of its network (docs/benchmarks.md).
   bash "$cluster" up "$n" --rate "$rate" --mtu "$mtu" --overlay "$overlay"
   bash "$cluster" mpirun -- "$bench" --backend mpi --min-bytes 64K --max-bytes 32M --factor 4 --warmup 2 --iters 8 \
-    --json "$json" >"$out/calibration/allreduce-n$(printf %02d "$n").log" 2>&1 ||
+    --json "$json" >"$out/calibration/allreduce-n$(printf %02d "$n").log" 2>&1 </dev/null ||
     { cat "$out/calibration/"*.log >&2; echo "$STUDY_RUNNER: the calibration sweep failed" >&2; exit 1; }
   # The sweep names its platform, so one report of several studies calibrates each with its own network.
   /usr/bin/python3 -c 'import json, sys
@@ -112,7 +112,8 @@ for size in $sizes; do
     echo "$STUDY_RUNNER: size $size rep $rep -> $dir"
     started=$(study_now)
     set +e
-    { time "${command[@]}" ; } >"$dir/launcher.log" 2>&1
+    # stdin is not the job's: mpirun would forward it to rank 0, eating a caller's loop input.
+    { time "${command[@]}" ; } >"$dir/launcher.log" 2>&1 </dev/null
     code=$?
     set -e
     finished=$(study_now)

@@ -53,7 +53,7 @@ def main(argv=None):
         print(f"dtrain-report: warning: {w}", file=sys.stderr)
     n_png = sum(len(paths) for _, paths in figures)
     print(f"dtrain-report: {len(runs)} run(s) from {len(args.studies)} stud{'y' if len(args.studies) == 1 else 'ies'}"
-          f": runs.csv, model.csv, epochs.csv, samples.csv, ops.csv, {n_png} plot(s), index.html in {out}")
+          f": runs.csv, scaling.csv, model.csv, epochs.csv, samples.csv, ops.csv, {n_png} plot(s), index.html in {out}")
     for title, why in skipped:
         print(f"dtrain-report: no plot '{title}': {why}")
     return 0

@@ -32,10 +32,16 @@ def write_index(out_dir, studies, tables, figures, skipped, warnings):
              "td:first-child{text-align:left}img{max-width:100%;border:1px solid #ddd;margin:4px 0}",
              "</style></head><body>",
              f"<h1>dtrain report</h1><p>Studies: {html.escape(', '.join(studies))}; {len(runs)} run(s). Tables: ",
-             ", ".join(f"<a href='{n}.csv'>{n}.csv</a>" for n in ("runs", "model", "epochs", "samples", "ops")),
+             ", ".join(f"<a href='{n}.csv'>{n}.csv</a>" for n in ("runs", "scaling", "model", "epochs", "samples", "ops")),
              "</p><h2>Runs</h2>"]
     if len(runs):
         parts.append(runs[columns].to_html(index=False, na_rep="", float_format=fmt, escape=True))
+    scaling = tables.get("scaling")
+    if scaling is not None and len(scaling) and scaling["nodes"].nunique() > 1:
+        parts.append("<h2>Weak scaling: time per step and efficiency</h2><p>Efficiency is the time per step at "
+                     "base_nodes over the time at each size (1.0: the same time at any size), with its spread "
+                     "over the repetitions.</p>")
+        parts.append(scaling.to_html(index=False, na_rep="", float_format=fmt, escape=True))
     model = tables.get("model")
     if model is not None and len(model):
         parts.append("<h2>Scaling model: measured / predicted time per step</h2><p>Predicted from each platform's "

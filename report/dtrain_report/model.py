@@ -113,24 +113,57 @@ def per_step(group, column):
     return group[column].astype(float) / steps
 
 
+def run_steps(runs, epochs):
+    """One row per succeeded run with step figures: platform, workload, nodes, run, step_s (training time
+    per step), exposed_s (exposed communication per step) and bytes_allreduced_per_step, each the mean of
+    the run's epochs (the first epoch's start-up costs fall alike on every size). None without them."""
+    needed = {"steps", "train_s", "comm_s", "exposed_comm_s", "bytes_allreduced_per_step", "nodes", "platform"}
+    if epochs is None or len(epochs) == 0 or not needed <= set(epochs.columns):
+        return None
+    ok = set(runs.loc[runs["result"] == "succeeded", "run"]) if "result" in runs else set(runs["run"])
+    df = epochs[epochs["run"].isin(ok) & epochs["steps"].astype(float).gt(0)].copy()
+    if df.empty:
+        return None
+    df["step_s"] = per_step(df, "train_s")
+    df["exposed_s"] = per_step(df, "exposed_comm_s")
+    return df.groupby(["platform", "workload", "nodes", "run"], dropna=False)[
+        ["step_s", "exposed_s", "bytes_allreduced_per_step"]].mean().reset_index()
+
+
+SCALING_COLUMNS = ["platform", "workload", "nodes", "runs", "step_s", "min_step_s", "max_step_s", "exposed_comm_s",
+                   "base_nodes", "efficiency", "min_efficiency", "max_efficiency"]
+
+
+def weak_scaling(runs, epochs):
+    """Weak-scaling efficiency per platform, workload and size: the median time per step at the
+    platform's smallest size (base_nodes, 1 where there are single-node runs) over the median at this
+    size; its spread over the repetitions uses this size's slowest and fastest runs. With the same work
+    per node at every size, 1.0 is perfect scaling."""
+    per_run = run_steps(runs, epochs)
+    if per_run is None:
+        return pd.DataFrame(columns=SCALING_COLUMNS)
+    rows = []
+    for (platform, workload), group in per_run.groupby(["platform", "workload"], dropna=False):
+        by_n = group.groupby("nodes")
+        base_n = min(by_n.groups)
+        base = float(by_n.get_group(base_n)["step_s"].median())
+        for n, at_n in by_n:
+            step = at_n["step_s"]
+            rows.append({"platform": platform, "workload": workload, "nodes": int(n), "runs": len(at_n),
+                         "step_s": float(step.median()), "min_step_s": float(step.min()),
+                         "max_step_s": float(step.max()), "exposed_comm_s": float(at_n["exposed_s"].median()),
+                         "base_nodes": int(base_n), "efficiency": base / float(step.median()),
+                         "min_efficiency": base / float(step.max()), "max_efficiency": base / float(step.min())})
+    return pd.DataFrame(rows, columns=SCALING_COLUMNS)
+
+
 def scaling_model(runs, epochs, run_configs, sweeps):
     """The model's table: one row per platform, workload and node count with a measured step time and a
     prediction. `run_configs` maps a run id to its configuration (for the bucket sizes)."""
-    if epochs is None or len(epochs) == 0 or not sweeps:
+    per_run = run_steps(runs, epochs) if sweeps else None
+    if per_run is None:
         return pd.DataFrame(columns=MODEL_COLUMNS)
-    needed = {"steps", "train_s", "comm_s", "exposed_comm_s", "bytes_allreduced_per_step", "nodes", "platform"}
-    if not needed <= set(epochs.columns):
-        return pd.DataFrame(columns=MODEL_COLUMNS)
-    ok = set(runs.loc[runs["result"] == "succeeded", "run"]) if "result" in runs else set(runs["run"])
     study_of = dict(zip(runs["run"], runs["study"])) if "study" in runs else {}
-    df = epochs[epochs["run"].isin(ok) & epochs["steps"].astype(float).gt(0)].copy()
-    if df.empty:
-        return pd.DataFrame(columns=MODEL_COLUMNS)
-    df["step_s"] = per_step(df, "train_s")
-    df["exposed_s"] = per_step(df, "exposed_comm_s")
-    # One figure per run: its epochs' mean (the first epoch carries start-up costs alike at every size).
-    per_run = df.groupby(["platform", "workload", "nodes", "run"], dropna=False)[
-        ["step_s", "exposed_s", "bytes_allreduced_per_step"]].mean().reset_index()
     rows = []
     for (platform, workload), group in per_run.groupby(["platform", "workload"], dropna=False):
         platform_sweeps = sweeps.get(str(platform)) or sweeps.get(study_of.get(group["run"].iloc[0], ""))

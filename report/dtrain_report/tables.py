@@ -6,7 +6,7 @@ import re
 import pandas as pd
 import yaml
 
-from .model import scaling_model
+from .model import scaling_model, weak_scaling
 from .runs import labels_from_path
 
 # Labels every row carries, in this order; a study may add its own (they follow these).
@@ -168,8 +168,9 @@ def computed_columns(run):
 
 
 def build_tables(runs, sweeps=None):
-    """runs, epochs, samples and ops DataFrames of all runs (empty frames where nothing was recorded), and
-    the scaling model's table where `sweeps` (model.find_sweeps) calibrate a platform's network."""
+    """runs, epochs, samples and ops DataFrames of all runs (empty frames where nothing was recorded), the
+    weak-scaling table, and the scaling model's table where `sweeps` (model.find_sweeps) calibrate a
+    platform's network."""
     resolve_labels(runs)
     columns = label_columns(runs)
     runs_df = pd.DataFrame([run_row(r, columns) for r in runs])
@@ -206,6 +207,7 @@ def build_tables(runs, sweeps=None):
     configs = {r.run_id: run_config(r) for r in runs}
     return {
         "runs": runs_df,
+        "scaling": weak_scaling(runs_df, epochs_df),
         "model": scaling_model(runs_df, epochs_df, configs, sweeps or {}),
         "epochs": epochs_df,
         "samples": pd.DataFrame(sample_rows),

@@ -5,7 +5,8 @@
   - the buckets are cut as the reducer cuts them (first bucket, then bucket_mb each);
   - runs whose step times follow the model at 2, 4 and 8 nodes are predicted to within 1e-9 from the
     2-node run and the 2-node sweep, while a platform that adds 50 ms per step at 8 nodes shows it as
-    measured / predicted = (step + 0.05) / step there, and a run that failed does not count.
+    measured / predicted = (step + 0.05) / step there, and a run that failed does not count;
+  - weak-scaling efficiency is the 1-node step time over each size's, with the repetitions' spread.
 Usage: model_test.py"""
 
 import math
@@ -15,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "report"))
-from dtrain_report.model import MIB, bucket_sizes, fit_network, predict_step, scaling_model  # noqa: E402
+from dtrain_report.model import MIB, bucket_sizes, fit_network, predict_step, scaling_model, weak_scaling  # noqa: E402
 
 failures = []
 
@@ -85,6 +86,21 @@ for _, row in model.iterrows():
           row["runs"] == (2 if row["nodes"] == 4 else 3),
           f"{row['platform']} at {row['nodes']}: calibration {row['calibration']}, reference {row['reference_nodes']}, runs {row['runs']}")
 check(scaling_model(pd.DataFrame(runs), pd.DataFrame(epochs), configs, {}).empty, "no sweep, no model")
+
+# Weak scaling: the 1-node step over each size's, the failed run left out; a repetition 10% slower
+# widens the spread on one side only.
+epochs[-1]["train_s"] *= 1.1  # slow8's last 8-node repetition
+scaling = weak_scaling(pd.DataFrame(runs), pd.DataFrame(epochs))
+check(len(scaling) == 8 and set(scaling["base_nodes"]) == {1}, f"weak scaling rows {len(scaling)}, bases {set(scaling['base_nodes'])}")
+for _, row in scaling.iterrows():
+    step = predict_step(row["nodes"], COMPUTE, OVERLAP, cut, LATENCY, BANDWIDTH)[0] if row["nodes"] > 1 else COMPUTE
+    step += 0.05 if (row["platform"] == "slow8" and row["nodes"] == 8) else 0.0
+    slow = row["platform"] == "slow8" and row["nodes"] == 8
+    check(close(row["efficiency"], COMPUTE / step) and close(row["max_efficiency"], COMPUTE / step) and
+          close(row["min_efficiency"], COMPUTE / (step * (1.1 if slow else 1.0))) and
+          row["runs"] == (2 if row["nodes"] == 4 else 3),
+          f"{row['platform']} at {row['nodes']}: efficiency {row['efficiency']} ({row['min_efficiency']}.."
+          f"{row['max_efficiency']}), expected {COMPUTE / step}")
 
 print(f"model_test: {len(model)} predictions checked, {len(failures)} failure(s)")
 sys.exit(1 if failures else 0)

@@ -297,12 +297,12 @@ TrainResult Trainer::run(RunInfo info) {
       const std::optional<ProgressMark> mark = Checkpointer::read_progress(config_.checkpoint.dir);
       const int64_t per_epoch = data_.train->size();
       if (mark && global_batch_ > 0) {
-        const int64_t reached = (mark->epoch - 1) * per_epoch + mark->epoch_samples;
         const int64_t saved = restored_->epoch * per_epoch + restored_->epoch_samples;
-        if (reached >= saved) {
-          resume.steps_redone = (reached - saved) / global_batch_;
-          resume.restart_s = now - mark->unix_s;
-        }
+        // The mark follows the checkpoint it accompanies; a group stopped between the two (a node
+        // joining right after a save) left a mark older than the checkpoint, and reached no further.
+        const int64_t reached = std::max((mark->epoch - 1) * per_epoch + mark->epoch_samples, saved);
+        resume.steps_redone = (reached - saved) / global_batch_;
+        resume.restart_s = now - std::max(mark->unix_s, restored_->saved_unix_s);
       }
     }
     logger_.resumed(resume);

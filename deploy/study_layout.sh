@@ -111,3 +111,29 @@ study_timed_run() {
   study_write_result "$dir" "$code" "$started" "$(study_now)"
   return "$code"
 }
+
+# study_launch DIR LABEL CMD...: one run of a study on this machine: CMD into DIR/command.txt, run under
+# bash's `time` with its output in DIR/launcher.log and stdin not its own (mpirun would forward it to
+# rank 0), DIR/result.yaml written (exit 124: timeout), and a line saying how it went. LABEL names the
+# run ("size 2 rep 1"). Returns CMD's exit status.
+study_launch() {
+  local dir=$1 label=$2 started code real result=""
+  shift 2
+  printf '%q ' "$@" >"$dir/command.txt"
+  echo >>"$dir/command.txt"
+  echo "$STUDY_RUNNER: $label -> $dir"
+  started=$(study_now)
+  set +e
+  { time "$@" ; } >"$dir/launcher.log" 2>&1 </dev/null
+  code=$?
+  set -e
+  [ "$code" -eq 124 ] && result=timeout
+  study_write_result "$dir" "$code" "$started" "$(study_now)" "$result"
+  real=$(awk '$1 == "real" {print $2}' "$dir/launcher.log" | tail -n 1)
+  if [ "$code" -ne 0 ]; then
+    echo "$STUDY_RUNNER: $label failed (exit $code); see $dir/launcher.log" >&2
+  else
+    echo "$STUDY_RUNNER: $label: real $real"
+  fi
+  return "$code"
+}

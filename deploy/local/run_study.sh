@@ -64,26 +64,8 @@ for size in $sizes; do
       gpus_per_node=0 accelerator="$accelerator" repetition="$rep" runner=local ${extra_labels[@]+"${extra_labels[@]}"}
     command=(timeout "$timeout_s" mpirun -np "$size" --oversubscribe "$dtrain" "$@"
              --log-dir "$dir/logs" --checkpoint-dir "$dir/checkpoints")
-    printf '%q ' "${command[@]}" >"$dir/command.txt"
-    echo >>"$dir/command.txt"
-    echo "$STUDY_RUNNER: size $size rep $rep -> $dir"
-    started=$(study_now)
-    set +e
-    { time "${command[@]}" ; } >"$dir/launcher.log" 2>&1
-    code=$?
-    set -e
-    finished=$(study_now)
-    result=""
-    [ "$code" -eq 124 ] && result=timeout
-    study_write_result "$dir" "$code" "$started" "$finished" "$result"
+    study_launch "$dir" "size $size rep $rep" "${command[@]}" || failed=$((failed + 1))
     [ "$keep_checkpoints" -eq 1 ] || rm -rf "$dir/checkpoints"
-    real=$(awk '$1 == "real" {print $2}' "$dir/launcher.log" | tail -n 1)
-    if [ "$code" -ne 0 ]; then
-      failed=$((failed + 1))
-      echo "$STUDY_RUNNER: size $size rep $rep failed (exit $code); see $dir/launcher.log" >&2
-    else
-      echo "$STUDY_RUNNER: size $size rep $rep: real $real"
-    fi
   done
 done
 echo "$STUDY_RUNNER: runs in $out; tables and plots: dtrain-report $out --out REPORT_DIR"

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "runtime/data/citation_graph.h"
+#include "runtime/train/autocast_scope.h"
 #include "runtime/util/error.h"
 #include "test/support/temp_dir.h"
 #include "workloads/gcn/gcn.h"
@@ -175,6 +176,14 @@ TEST_CASE("the GCN has the paper's shapes and computes its formula", "[gcn][mode
   const at::Tensor h = at::relu(at::mm(dense, at::mm(x, named["conv1.weight"])) + named["conv1.bias"]);
   const at::Tensor logits = at::mm(dense, at::mm(h, named["conv2.weight"])) + named["conv2.bias"];
   CHECK(at::allclose(out, at::log_softmax(logits, 1).index_select(0, nodes), 1e-5, 1e-6));
+  // Under bf16 autocast the sparse products stay fp32 (CUDA has no 16-bit sparse-dense product): the
+  // same output as without it.
+  {
+    AutocastScope bf16(at::kCPU, Precision::kBf16);
+    const at::Tensor mixed = model.forward(nodes);
+    CHECK(mixed.scalar_type() == at::kFloat);
+    CHECK(at::allclose(mixed, out, 1e-5, 1e-6));
+  }
   // Training mode drops features and hidden units.
   model.train();
   CHECK_FALSE(at::allclose(model.forward(nodes), out));

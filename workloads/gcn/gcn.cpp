@@ -1,6 +1,7 @@
 #include "workloads/gcn/gcn.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/nn/init.h>
 
 #include <utility>
@@ -14,7 +15,11 @@ GraphConvImpl::GraphConvImpl(int64_t in_features, int64_t out_features) {
 }
 
 at::Tensor GraphConvImpl::forward(const at::Tensor& adjacency, const at::Tensor& x) {
-  return at::mm(adjacency, at::mm(x, weight)) + bias;
+  // Products with a sparse operand run in fp32 whatever the run's precision: LibTorch has no bf16 or fp16
+  // sparse-dense product on CUDA ("addmm_sparse_cuda" not implemented for 'BFloat16', seen on an H100),
+  // and the sparse products are this model's whole cost, so 16-bit arithmetic would gain nothing here.
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+  return at::mm(adjacency, at::mm(x.is_sparse() ? x : x.to(at::kFloat), weight)) + bias;
 }
 
 Gcn::Gcn(at::Tensor features, at::Tensor adjacency, int64_t hidden, int64_t num_classes, double dropout)

@@ -121,13 +121,13 @@ def cases(root, checkpoint):
     add("--resume without checkpoints", ["--resume", "--checkpoint=false"], CONFIG,
         "checkpoint.resume (from --resume) needs checkpoints, but checkpoint.enabled (from --checkpoint) is false")
     add("fp16 on the CPU", ["--precision", "fp16"], CONFIG, "'fp16' needs comm.device 'cuda'")
-    add("--sample-every for a workload without samples", ["--sample-every", "1"], CONFIG,
+    add("--sample-every for a workload without samples", ["--synthetic", "--sample-every", "1"], CONFIG,
         "log.sample_every is 1, but the mnist workload makes no samples; only generative workloads (biggan) write them")
     add("biggan with --accumulate", ["--workload", "biggan", "--synthetic", "--accumulate", "2"], CONFIG,
         "train.accumulate 2: the biggan step updates the discriminator, then the generator, on every batch")
     add("biggan at an image size without a layout", ["--workload", "biggan", "--synthetic", "--image-size", "48"], CONFIG,
         "data.image_size 48: the biggan workload has layouts for 32x32 and 64x64 images; use 32 or 64")
-    add("--sync-batchnorm for a model without BatchNorm", ["--sync-batchnorm"], CONFIG,
+    add("--sync-batchnorm for a model without BatchNorm", ["--synthetic", "--sync-batchnorm"], CONFIG,
         "train.sync_batchnorm is set, but the mnist workload's model has no BatchNorm layers to sync", ranks=2)
     for value in ["60,30", "30,", "x", "0,5"]:
         add(f"--lr-milestones {value!r}", ["--lr-milestones", value], CONFIG,

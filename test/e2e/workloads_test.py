@@ -45,12 +45,13 @@ def main():
     failures = []
     with tempfile.TemporaryDirectory(prefix="dtrain-vision-") as root:
         data = os.path.join(root, "data")
-        subprocess.run(["/usr/bin/python3", os.path.join(HERE, "..", "data", "make_vision_datasets.py"), data], check=True)
-        subprocess.run(["/usr/bin/python3", os.path.join(HERE, "..", "data", "make_graph_dataset.py"),
+        subprocess.run([sys.executable, os.path.join(HERE, "..", "data", "make_vision_datasets.py"), data], check=True)
+        subprocess.run([sys.executable, os.path.join(HERE, "..", "data", "make_graph_dataset.py"),
                         os.path.join(data, "graph")], check=True)
         for workload, folder, size, epochs, floor, described, flags in CASES:
             logs = os.path.join(root, "logs", workload)
-            cmd = [mpiexec, "-np", "2", *preflags, dtrain, "--workload", workload, "--data-dir", os.path.join(data, folder),
+            cmd = [mpiexec, "-np", "2", *preflags, dtrain, "--device", "cpu", "--backend", "mpi", "--workload", workload,
+                   "--data-dir", os.path.join(data, folder),
                    "--epochs", str(epochs), "--checkpoint-dir", os.path.join(root, "ck", workload), "--log-dir", logs,
                    "--progress", "off", "--log-interval", "0"]
             if flags is not None:
@@ -82,7 +83,7 @@ def main():
         for folder, size, steps, epochs, learns in GAN_CASES:
             failures += gan_case(dtrain, mpiexec, preflags, root, data, folder, size, steps, epochs, learns)
         # Every workload's run log, with its own metrics (a GAN's d_loss, sample grids), matches the schema.
-        schema = subprocess.run(["/usr/bin/python3", os.path.join(HERE, "..", "support", "check_run_logs.py"),
+        schema = subprocess.run([sys.executable, os.path.join(HERE, "..", "support", "check_run_logs.py"),
                                  "--min-logs", str(len(CASES) + len(GAN_CASES)), "--expect", "samples",
                                  os.path.join(root, "logs")], capture_output=True, text=True)
         print(schema.stdout.strip())
@@ -95,7 +96,8 @@ def main():
 
 def gan_case(dtrain, mpiexec, preflags, root, data, folder, size, steps, epochs, learns):
     logs = os.path.join(root, "logs", f"biggan-{folder}")
-    cmd = [mpiexec, "-np", "2", *preflags, dtrain, "--workload", "biggan", "--data-dir", os.path.join(data, folder),
+    cmd = [mpiexec, "-np", "2", *preflags, dtrain, "--device", "cpu", "--backend", "mpi", "--workload", "biggan",
+           "--data-dir", os.path.join(data, folder),
            "--image-size", str(size), "--epochs", str(epochs), "--max-steps", str(steps), "--batch-size", "8",
            "--eval-samples", "64", "--ema-start", "0", "--sample-every", "1", "--data-workers", "2",
            "--checkpoint-dir", os.path.join(root, "ck", f"biggan-{folder}"), "--log-dir", logs,

@@ -11,6 +11,8 @@
 #   DEPS_PREFIX   where they are unpacked (default ${TMPDIR:-/tmp}/dtrain-deps)
 #   BUILD_DIR     build directory (default build-gpu)
 #   OUT           if set, logs and JSON results are copied there
+#   BUILD_TARGETS what `build` builds (default: everything)
+#   CTEST_JOBS    tests run at a time by `test` (default 4); CTEST_ARGS: more ctest arguments (e.g. -R NAME)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step=${1:-all}
@@ -22,32 +24,76 @@ results=${OUT:-$build_dir/results}
 mkdir -p "$results"
 
 # --- the unpacked Debian packages ----------------------------------------------------------------
-if ! command -v mpirun >/dev/null || [ -d "$deps_dir" ]; then
-  if ! ls "$deps_dir"/*.deb >/dev/null 2>&1; then
-    echo "gpu_host: no Open MPI on this host and no .deb files in $deps_dir; run scripts/fetch_gpu_host_deps.sh on a Debian 12 machine and copy $deps_dir here" >&2
-    exit 1
+# The host's own packages are used where it has them, Debian's for what it lacks: two copies of one
+# library in a build (headers of one, the shared library of the other) link or run wrongly, as an
+# nlohmann-json ABI mismatch and Open MPI loading another PMIx's plugins once showed. Each .deb belongs
+# to a group, and a group is unpacked only when the host lacks it.
+host_has() {
+  case "$1" in
+    mpi) command -v mpicxx >/dev/null && command -v mpirun >/dev/null ;;
+    yaml) [ -f /usr/include/yaml-cpp/yaml.h ] ;;
+    cxxopts) [ -f /usr/include/cxxopts.hpp ] ;;
+    json) [ -f /usr/include/nlohmann/json.hpp ] ;;
+    catch2) [ -f /usr/include/catch2/catch.hpp ] ;;  # version 2's single header (version 3 has none)
+    zlib) [ -f /usr/include/zlib.h ] ;;
+    png) [ -f /usr/include/png.h ] ;;
+    turbojpeg) [ -f /usr/include/turbojpeg.h ] ;;
+    data) [ -d /usr/share/datasets/fashion-mnist ] ;;
+    jsonschema) "$python" -c 'import jsonschema' 2>/dev/null && /usr/bin/python3 -c 'import jsonschema' 2>/dev/null ;;
+    *) return 1 ;;
+  esac
+}
+deb_group() {
+  case "$1" in
+    libyaml-cpp*) echo yaml ;;
+    libcxxopts-dev) echo cxxopts ;;
+    nlohmann-json3-dev) echo json ;;
+    catch2) echo catch2 ;;
+    zlib1g-dev) echo zlib ;;
+    libpng*) echo png ;;
+    libturbojpeg*) echo turbojpeg ;;
+    dataset-fashion-mnist) echo data ;;
+    python3-*) echo jsonschema ;;
+    *) echo mpi ;;  # Open MPI and the libraries it links
+  esac
+}
+mpi_args=()
+extra_prefix=""
+mpirun_bin=$(command -v mpirun || true)
+if ls "$deps_dir"/*.deb >/dev/null 2>&1; then
+  missing=()
+  for f in "$deps_dir"/*.deb; do
+    group=$(deb_group "$(dpkg-deb -f "$f" Package)")
+    host_has "$group" || missing+=("$f:$group")
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    if [ "$(cat "$prefix/.unpacked" 2>/dev/null)" != "$(printf '%s\n' "${missing[@]}")" ]; then
+      rm -rf "$prefix"
+      mkdir -p "$prefix"
+      for entry in "${missing[@]}"; do dpkg-deb -x "${entry%:*}" "$prefix"; done
+      printf '%s\n' "${missing[@]}" >"$prefix/.unpacked"
+    fi
+    echo "gpu_host: from $deps_dir (the host lacks them): $(printf '%s\n' "${missing[@]##*:}" | sort -u | tr '\n' ' ')"
+    arch_lib=$prefix/usr/lib/x86_64-linux-gnu
+    extra_prefix="$prefix/usr"
+    export PATH=$prefix/usr/bin:$PATH
+    export LD_LIBRARY_PATH=$arch_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    # Debian's pure-Python jsonschema (and attr, pyrsistent) for the tests' run-log checks.
+    export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$prefix/usr/lib/python3/dist-packages
+    if [ -x "$prefix/usr/bin/mpirun.openmpi" ]; then
+      export LD_LIBRARY_PATH=$arch_lib/openmpi/lib:$LD_LIBRARY_PATH
+      # Open MPI finds its help files, plugins and wrapper data through these once relocated.
+      export OPAL_PREFIX=$prefix/usr OPAL_LIBDIR=$arch_lib/openmpi/lib OPAL_DATADIR=$prefix/usr/share/openmpi
+      export OPAL_PKGDATADIR=$prefix/usr/share/openmpi OPAL_SYSCONFDIR=$prefix/etc/openmpi
+      mpi_args=(-DMPI_CXX_COMPILER="$prefix/usr/bin/mpicxx.openmpi" -DMPIEXEC_EXECUTABLE="$prefix/usr/bin/mpirun.openmpi")
+      mpirun_bin=$prefix/usr/bin/mpirun.openmpi
+    fi
+  else
+    echo "gpu_host: the host has every package of $deps_dir; none unpacked"
   fi
-  if [ ! -f "$prefix/.unpacked" ]; then
-    mkdir -p "$prefix"
-    for f in "$deps_dir"/*.deb; do dpkg-deb -x "$f" "$prefix"; done
-    touch "$prefix/.unpacked"
-  fi
-  arch_lib=$prefix/usr/lib/x86_64-linux-gnu
-  export PATH=$prefix/usr/bin:$PATH
-  export LD_LIBRARY_PATH=$arch_lib:$arch_lib/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  # Open MPI finds its help files, plugins and wrapper data through these once relocated.
-  export OPAL_PREFIX=$prefix/usr OPAL_LIBDIR=$arch_lib/openmpi/lib OPAL_DATADIR=$prefix/usr/share/openmpi
-  export OPAL_PKGDATADIR=$prefix/usr/share/openmpi OPAL_SYSCONFDIR=$prefix/etc/openmpi
-  # Debian's pure-Python jsonschema (and attr, pyrsistent) for the tests' run-log checks: the only Python
-  # modules among the unpacked packages.
-  export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$prefix/usr/lib/python3/dist-packages
-  mpi_args=(-DMPI_CXX_COMPILER="$prefix/usr/bin/mpicxx.openmpi" -DMPIEXEC_EXECUTABLE="$prefix/usr/bin/mpirun.openmpi")
-  extra_prefix="$prefix/usr"
-  mpirun_bin=$prefix/usr/bin/mpirun.openmpi
-else
-  mpi_args=()
-  extra_prefix=""
-  mpirun_bin=$(command -v mpirun)
+elif ! host_has mpi; then
+  echo "gpu_host: no Open MPI on this host and no .deb files in $deps_dir; run scripts/fetch_gpu_host_deps.sh on a Debian 12 machine and copy $deps_dir here" >&2
+  exit 1
 fi
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 
@@ -55,21 +101,40 @@ if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_
 site=$("$python" -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
 nccl_root=$("$python" -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null || true)
 # pip's libnccl.so.2 and the CUDA libraries beside torch must be found at run time as well.
-export LD_LIBRARY_PATH=$site/torch/lib${nccl_root:+:$nccl_root/lib}:$LD_LIBRARY_PATH
+export LD_LIBRARY_PATH=$site/torch/lib${nccl_root:+:$nccl_root/lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 build() {
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH="$site/torch${extra_prefix:+;$extra_prefix}" ${nccl_root:+-DNCCL_ROOT="$nccl_root"} \
-    -DDTRAIN_WITH_NCCL=ON "${mpi_args[@]}" 2>&1 | tee "$results/configure.log"
-  cmake --build "$build_dir" --parallel "$(nproc)" 2>&1 | tail -n 20 | tee "$results/build.log"
+    -DDTRAIN_WITH_NCCL=ON -DDTRAIN_TEST_PYTHON="$(command -v "$python")" "${mpi_args[@]}" 2>&1 | tee "$results/configure.log"
+  cmake --build "$build_dir" --parallel "$(nproc)" ${BUILD_TARGETS:+--target $BUILD_TARGETS} 2>&1 | tail -n 20 | tee "$results/build.log"
 }
 
 run_tests() {
   nvidia-smi 2>&1 | tee "$results/nvidia-smi.txt" || true
   # Everything but the deploy files' tests (Slurm, buildah: not on these hosts), the peer benchmark
   # (Debian's PyTorch) and README's commands (a fresh Debian machine's); the [gpu] cases run for real. ctest's log keeps each test's output.
-  (cd "$build_dir" && ctest --output-on-failure --timeout 900 -LE 'deploy|peer|docs' 2>&1) | tee "$results/ctest.log"
-  "$build_dir/dtrain_nccl_tests" --success --reporter compact 2>&1 | tail -n 5 | tee "$results/nccl_tests.log"
+  # The report's tests need pandas, matplotlib, PyYAML and PIL beside the CUDA torch.
+  local exclude='deploy|peer|docs'
+  if "$python" -c 'import pandas, matplotlib, yaml, PIL' 2>/dev/null; then
+    export DTRAIN_REPORT_PYTHON=$(command -v "$python")
+  else
+    echo "gpu_host: $python lacks pandas, matplotlib, PyYAML or PIL: the report's tests are left out" | tee "$results/ctest-skipped.txt"
+    exclude="$exclude|report"
+  fi
+  # CTEST_JOBS tests at a time (default 4; the host has cores to spare), then whatever failed once more
+  # on its own, so that a test that only fails under load is told apart from a broken one.
+  local status=0
+  (cd "$build_dir" && ctest --output-on-failure --timeout 900 -j "${CTEST_JOBS:-4}" -LE "$exclude" ${CTEST_ARGS:-} 2>&1) \
+    | tee "$results/ctest.log" || status=$?
+  if [ "$status" -ne 0 ]; then
+    status=0
+    (cd "$build_dir" && ctest --output-on-failure --timeout 900 --rerun-failed 2>&1) | tee "$results/ctest-rerun.log" \
+      || status=$?
+  fi
+  if [ -x "$build_dir/test/dtrain_nccl_tests" ]; then
+    "$build_dir/test/dtrain_nccl_tests" --success --reporter compact 2>&1 | tail -n 5 | tee "$results/nccl_tests.log"
+  fi
   # A checkpoint written on the GPU resumes there (restores once crashed on Ubuntu-linked builds).
   local ck="$results/resume-checkpoints"
   rm -rf "$ck"
@@ -77,10 +142,11 @@ run_tests() {
     --checkpoint-dir "$ck" --log-dir "$results/dtrain-logs" --progress off 2>&1 | tee "$results/resume.log"
   "$build_dir/dtrain" --workload mnist --synthetic --device cuda --backend nccl --max-steps 20 --epochs 2 --resume \
     --checkpoint-dir "$ck" --log-dir "$results/dtrain-logs" --progress off 2>&1 | tee -a "$results/resume.log"
-  grep -q "resumed from epoch 1" "$results/resume.log" && grep -q "^epoch 2/2" "$results/resume.log" || {
+  grep -q "resumed at epoch 2 from" "$results/resume.log" && grep -q "^epoch 2/2" "$results/resume.log" || {
     echo "gpu_host: dtrain --resume did not continue at epoch 2 on the GPU (see $results/resume.log)" >&2
     return 1
   }
+  return "$status"
 }
 
 run_bench() {

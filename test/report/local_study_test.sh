@@ -24,7 +24,7 @@ fi
 if ! "$work/prefix/bin/dtrain-report" "$work/study-local" --out "$work/report" >"$work/report.txt" 2>&1; then
   fail "the installed dtrain-report failed"; cat "$work/report.txt"
 fi
-/usr/bin/python3 - "$work/study-local" "$work/report" <<'PY' || failures=$((failures + 1))
+"${DTRAIN_TEST_PYTHON:-/usr/bin/python3}" - "$work/study-local" "$work/report" <<'PY' || failures=$((failures + 1))
 import csv, pathlib, sys
 from PIL import Image
 study, out = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])

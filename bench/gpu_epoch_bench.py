@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
 """mnist epoch time on one GPU: dtrain (NCCL backend, world size 1, dataset uploaded once and batches
-gathered on the GPU) against its PyTorch peer, bench/peer/mnist_ddp.py --device cuda (the same model,
-optimizer and batch, with the ordinary DataLoader and a host-to-device copy per batch), on the same GPU.
-The two alternate, so drifting clocks or neighbours hit both alike. While each runs, nvidia-smi samples
-GPU utilisation and memory every 100 ms.
+gathered on the GPU) against three PyTorch peers on the same GPU, the same model, optimizer, batch and data:
+  example  bench/peer/mnist_ddp.py --device cuda: pytorch/examples' loop, the ordinary DataLoader and a
+           host-to-device copy per batch (DDP at world size 1)
+  eager    bench/peer/mnist_device_peer.py --mode eager: data on the GPU, no host synchronisation
+  graph    bench/peer/mnist_device_peer.py --mode graph: the whole step captured in one CUDA graph
+All alternate, so drifting clocks or neighbours hit each alike. While each runs, nvidia-smi samples GPU
+utilisation and memory every 100 ms.
 
-Prints per implementation the median over repetitions of each epoch's train and total time, the ratio
-peer / dtrain, mean GPU utilisation and peak GPU memory, and writes everything as JSON.
+Prints per implementation the median over repetitions of each epoch's train and total time, each peer's
+ratio peer / dtrain (> 1: dtrain is faster), mean GPU utilisation, peak GPU memory and final accuracy, and
+writes everything as JSON.
 
 Usage: bench/gpu_epoch_bench.py --dtrain build-cuda/dtrain [--python PYTHON] [--epochs 2] [--reps 3]
+                                [--peers example,eager,graph]
 Run it with the Python whose torch has CUDA (pip's wheel); --python defaults to this interpreter.
 """
 import argparse
@@ -85,8 +90,16 @@ def run_dtrain(args, env, work):
     return {"epochs": epochs, **gpu.summary()}
 
 
-def run_peer(args, env):
-    cmd = [args.python, os.path.join(HERE, "peer", "mnist_ddp.py"), "--device", "cuda", "--epochs", str(args.epochs),
+PEERS = {
+    "example": ["mnist_ddp.py", "--device", "cuda"],
+    "eager": ["mnist_device_peer.py", "--mode", "eager"],
+    "graph": ["mnist_device_peer.py", "--mode", "graph"],
+}
+
+
+def run_peer(name, args, env):
+    script, *flags = PEERS[name]
+    cmd = [args.python, os.path.join(HERE, "peer", script), *flags, "--epochs", str(args.epochs),
            "--batch-size", str(args.batch_size)]
     cmd += ["--data-dir", args.data_dir] if args.data_dir else []
     with GpuSampler(args.gpu) as gpu:
@@ -113,45 +126,55 @@ def main():
     parser.add_argument("--backend", default="nccl", choices=("nccl", "mpi"))
     parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"))
     parser.add_argument("--gpu", type=int, default=0, help="GPU index to sample with nvidia-smi")
+    parser.add_argument("--peers", default="example,eager,graph", help="comma-separated, of: " + ", ".join(PEERS))
     parser.add_argument("--out", default=os.path.join(HERE, "results", "gpu_epoch.json"))
     args = parser.parse_args()
 
+    peers = args.peers.split(",")
+    unknown = [p for p in peers if p not in PEERS]
+    if unknown:
+        sys.exit(f"gpu_epoch_bench: unknown peer(s) {', '.join(unknown)}; expected some of {', '.join(PEERS)}")
     env = dict(os.environ)
     env.setdefault("MASTER_PORT", "29517")
     work = tempfile.mkdtemp(prefix="gpu_epoch_bench.")
-    dtrain_runs, peer_runs = [], []
+    runs = {name: [] for name in ["dtrain", *peers]}
     try:
         for rep in range(args.reps):
-            dtrain_runs.append(run_dtrain(args, env, work))
-            peer_runs.append(run_peer(args, env))
-            print(f"rep {rep + 1}/{args.reps}: dtrain epochs {[round(e['epoch_s'], 2) for e in dtrain_runs[-1]['epochs']]} s,"
-                  f" peer {[round(e['epoch_s'], 2) for e in peer_runs[-1]['epochs']]} s", flush=True)
+            runs["dtrain"].append(run_dtrain(args, env, work))
+            for name in peers:
+                runs[name].append(run_peer(name, args, env))
+            print(f"rep {rep + 1}/{args.reps}: epoch s " + ", ".join(
+                f"{name} {[round(e['epoch_s'], 2) for e in r[-1]['epochs']]}" for name, r in runs.items()), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
     report = {"bench": "gpu_epoch", "epochs": args.epochs, "reps": args.reps, "batch_size": args.batch_size,
-              "backend": args.backend, "precision": args.precision, "peer_torch": peer_runs[0]["torch_version"]}
+              "backend": args.backend, "precision": args.precision, "peers": peers,
+              "peer_torch": runs[peers[0]][0]["torch_version"] if peers else None}
     print(f"\nmnist, batch {args.batch_size}, median of {args.reps} repetitions (dtrain {args.backend}/{args.precision},"
-          f" PyTorch {report['peer_torch']} fp32)")
-    print(f"{'epoch':>5} | {'dtrain train s':>14} {'epoch s':>8} | {'peer train s':>12} {'epoch s':>8} | {'peer/dtrain':>11}")
-    dtrain_train, dtrain_epoch = median_epochs(dtrain_runs, "train_s"), median_epochs(dtrain_runs, "epoch_s")
-    peer_train, peer_epoch = median_epochs(peer_runs, "train_s"), median_epochs(peer_runs, "epoch_s")
+          f" PyTorch {report['peer_torch']} fp32); epoch seconds (train seconds), ratio = peer / dtrain")
+    print(f"{'epoch':>5} | {'dtrain':>15} | " + " | ".join(f"{name:>23}" for name in peers))
+    medians = {name: (median_epochs(r, "epoch_s"), median_epochs(r, "train_s")) for name, r in runs.items()}
     rows = []
     for i in range(args.epochs):
-        ratio = peer_epoch[i] / dtrain_epoch[i]
-        rows.append({"epoch": i + 1, "dtrain_train_s": dtrain_train[i], "dtrain_epoch_s": dtrain_epoch[i],
-                     "peer_train_s": peer_train[i], "peer_epoch_s": peer_epoch[i], "peer_over_dtrain": ratio})
-        print(f"{i + 1:>5} | {dtrain_train[i]:>14.3f} {dtrain_epoch[i]:>8.3f} | {peer_train[i]:>12.3f} {peer_epoch[i]:>8.3f} |"
-              f" {ratio:>10.2f}x")
-    for name, runs in (("dtrain", dtrain_runs), ("peer", peer_runs)):
-        util = [r["gpu_util_mean_pct"] for r in runs if r["gpu_util_mean_pct"] is not None]
-        mem = [r["gpu_mem_max_mib"] for r in runs if r["gpu_mem_max_mib"] is not None]
+        d_epoch, d_train = medians["dtrain"][0][i], medians["dtrain"][1][i]
+        row = {"epoch": i + 1, "dtrain_epoch_s": d_epoch, "dtrain_train_s": d_train}
+        cells = []
+        for name in peers:
+            p_epoch, p_train = medians[name][0][i], medians[name][1][i]
+            row.update({f"{name}_epoch_s": p_epoch, f"{name}_train_s": p_train, f"{name}_over_dtrain": p_epoch / d_epoch})
+            cells.append(f"{p_epoch:>6.3f} ({p_train:>6.3f}) {p_epoch / d_epoch:>6.2f}x")
+        rows.append(row)
+        print(f"{i + 1:>5} | {d_epoch:>6.3f} ({d_train:>6.3f}) | " + " | ".join(cells))
+    for name, name_runs in runs.items():
+        util = [r["gpu_util_mean_pct"] for r in name_runs if r["gpu_util_mean_pct"] is not None]
+        mem = [r["gpu_mem_max_mib"] for r in name_runs if r["gpu_mem_max_mib"] is not None]
         report[f"{name}_gpu_util_mean_pct"] = statistics.median(util) if util else None
         report[f"{name}_gpu_mem_max_mib"] = max(mem) if mem else None
-        print(f"{name:>6}: GPU utilisation {report[f'{name}_gpu_util_mean_pct']} % (mean while running),"
-              f" peak GPU memory {report[f'{name}_gpu_mem_max_mib']} MiB,"
-              f" final test accuracy {runs[-1]['epochs'][-1]['test_accuracy']:.4f}")
-    report.update({"per_epoch": rows, "dtrain_runs": dtrain_runs, "peer_runs": peer_runs})
+        util_text = f"{report[f'{name}_gpu_util_mean_pct']:.0f} %" if util else "not sampled"
+        print(f"{name:>7}: GPU utilisation {util_text} (mean while running), peak GPU memory"
+              f" {report[f'{name}_gpu_mem_max_mib']} MiB, final test accuracy {name_runs[-1]['epochs'][-1]['test_accuracy']:.4f}")
+    report.update({"per_epoch": rows, "runs": runs})
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(report, f, indent=1)

@@ -19,7 +19,7 @@ at::Tensor GraphConvImpl::forward(const at::Tensor& adjacency, const at::Tensor&
   // sparse-dense product on CUDA ("addmm_sparse_cuda" not implemented for 'BFloat16', seen on an H100),
   // and the sparse products are this model's whole cost, so 16-bit arithmetic would gain nothing here.
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
-  return at::mm(adjacency, at::mm(x.is_sparse() ? x : x.to(at::kFloat), weight)) + bias;
+  return at::mm(adjacency, at::mm(x, weight)) + bias;
 }
 
 Gcn::Gcn(at::Tensor features, at::Tensor adjacency, int64_t hidden, int64_t num_classes, double dropout)

@@ -28,6 +28,9 @@
 #include "runtime/config/validate.h"
 #include "runtime/log/run_logger.h"
 #include "runtime/monitor/network_route.h"
+#include "runtime/monitor/profile_window.h"
+#include "runtime/monitor/resource_monitor.h"
+#include "runtime/monitor/run_telemetry.h"
 #include "runtime/reduce/bucketed_reducer.h"
 #include "runtime/train/run_directory.h"
 #include "runtime/train/trainer.h"
@@ -301,6 +304,11 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
   // Building the trainer loads the data; restoring reads the checkpoint. Both fail the same way on every
   // rank (or on one, whose error the others adopt), so the ranks agree and exit together.
   std::unique_ptr<Trainer> trainer;
+  // What watches the loop: the epoch records' FLOPs, MFU and network figures, resource samples, the
+  // profiler window.
+  std::unique_ptr<RunTelemetry> telemetry;
+  std::unique_ptr<ResourceMonitor> resources;
+  std::unique_ptr<ProfileWindow> profile;
   failure = failure_of([&] {
     logger_ = std::make_unique<RunLogger>(config.log, session_.is_root(), session_.is_root() ? run_path : "");
     log_sink_.store(logger_.get());
@@ -308,6 +316,12 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
     if (!restart_note_.empty()) logger_->info(restart_note_);
     if (run_dir && !run_dir->note().empty()) logger_->info(run_dir->note());
     trainer = std::make_unique<Trainer>(run_config, workload, *comm, *logger_, make_reducer, compute_device, &activity_);
+    telemetry = std::make_unique<RunTelemetry>(trainer->train_options(), *comm, *logger_, compute_device);
+    resources = std::make_unique<ResourceMonitor>(run_config.log, *comm, *logger_, compute_device);
+    profile = std::make_unique<ProfileWindow>(run_config.log, *comm, *logger_, compute_device);
+    trainer->observe(*telemetry);
+    trainer->observe(*resources);
+    trainer->observe(*profile);
   });
   failure = session_.first_error(failure, wait);
   if (!failure.failed()) failure = session_.first_error(failure_of([&] { trainer->restore(); }), wait);

@@ -1,27 +1,20 @@
 #include "runtime/train/trainer.h"
 
 #include <ATen/ATen.h>
-#include <ATen/detail/CUDAHooksInterface.h>
 #include <torch/optim/optimizer.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
 #include <numeric>
 #include <optional>
 
 #include "runtime/data/distributed_sampler.h"
-#include "runtime/monitor/flop_counter.h"
-#include "runtime/monitor/nvml.h"
-#include "runtime/monitor/op_profiler.h"
-#include "runtime/monitor/peak_flops.h"
-#include "runtime/monitor/resource_sampler.h"
 #include "runtime/nn/batch_norm.h"
 #include "runtime/train/batch_plan.h"
 #include "runtime/train/optimizer_factory.h"
 #include "runtime/util/check.h"
 #include "runtime/util/process_stats.h"
+#include "runtime/util/strings.h"
 #include "runtime/util/timer.h"
 
 namespace dtrain {
@@ -30,14 +23,6 @@ namespace {
 // On a GPU the host reads the non-finite flag where it synchronises anyway (progress lines), or, with
 // progress lines off, every this many steps: one stall per 100 steps costs nothing measurable.
 constexpr int64_t kNonFiniteCheckSteps = 100;
-
-// With checkpoint.every_s, rank 0's clock is consulted (one small broadcast) every this many optimizer
-// steps: the checkpoint comes at most this many steps late, and the steps between pay nothing.
-constexpr int64_t kCheckpointClockSteps = 10;
-
-// Training FLOPs are counted over this many steps at the start of a run (enough for a GAN's generator
-// step to come round), then per sample for the rest.
-constexpr int64_t kFlopCountSteps = 8;
 
 // Seed of torch's generator (dropout) for one rank and epoch: reseeding at every epoch start makes a
 // resumed run draw exactly the masks the uninterrupted run would have drawn.
@@ -56,18 +41,32 @@ std::string non_finite_metrics(const char* split, const MetricValues& values, bo
     if (!std::isfinite(m.sum)) bad.push_back(m.name);
   }
   if (bad.size() == 1) return std::string(split) + " " + bad.front() + (with_verb ? " is" : "");
-  std::string names;
-  for (const std::string& name : bad) names += (names.empty() ? "" : ", ") + name;
-  return std::string(split) + " metrics " + names + (with_verb ? " are" : "");
-}
-
-std::string format_lr(double lr) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", lr);
-  return text;
+  return std::string(split) + " metrics " + join(bad) + (with_verb ? " are" : "");
 }
 
 }  // namespace
+
+// An epoch's training in progress. Metric sums stay on the device; reading them every step would
+// synchronise a GPU. A group's sums (the micro-batches of one optimizer step) join the epoch's when its
+// steps are taken, or, with skip-step, are dropped with a skipped step.
+struct Trainer::EpochRun {
+  EpochRun(int64_t epoch, const std::vector<std::string>& metrics, const at::TensorOptions& options)
+      : epoch(epoch), epoch_sums(metrics, options), interval_sums(metrics, options), group_sums(metrics, options) {}
+
+  int64_t epoch;
+  int64_t first_step = 0;       // steps before it were trained before a resume
+  int64_t steps = 0;            // the epoch's last step + 1
+  int64_t global_per_step = 0;  // samples per step over all ranks
+  int64_t epoch_total = 0;      // global samples, for progress
+  uint64_t sample_seed = 0;
+  MetricSums epoch_sums;
+  MetricSums interval_sums;  // since the last progress line
+  MetricSums group_sums;
+  int64_t samples_seen = 0;  // this rank's, in steps taken
+  int64_t group_samples = 0;
+  int64_t interval_first_step = 1;
+  double current_lr = -1.0;
+};
 
 Trainer::Trainer(const TrainConfig& config, const Workload& workload, Communicator& comm, RunLogger& logger,
                  ReducerFactory make_reducer, c10::Device device, Activity* activity)
@@ -83,11 +82,8 @@ Trainer::Trainer(const TrainConfig& config, const Workload& workload, Communicat
              }),
       seed_(config.train.seed),
       activity_(activity),
-      net_interfaces_(network_interfaces_from_environment()) {
+      schedule_(config_.checkpoint, comm_) {
   data_ = workload_.load_data(config_.data, static_cast<uint64_t>(seed_));
-  DTRAIN_CHECK(config_.log.profile_rank < comm_.world_size(), ConfigError,
-               "log.profile_rank is " << config_.log.profile_rank << ", but the run has ranks 0 to "
-                                      << comm_.world_size() - 1);
   DTRAIN_CHECK(data_.train && data_.test, Error, "workload '" << workload_.name() << "' loaded no dataset");
   DTRAIN_CHECK(data_.train->size() > 0 && data_.test->size() > 0, DataError,
                "workload '" << workload_.name() << "' loaded an empty dataset (" << data_.train->size() << " train, "
@@ -129,6 +125,8 @@ Trainer::Trainer(const TrainConfig& config, const Workload& workload, Communicat
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::observe(RunObserver& observer) { observers_.push_back(&observer); }
 
 void Trainer::set_phase(Phase phase, int64_t epoch, int64_t step) {
   if (activity_ != nullptr) activity_->set_phase(phase, epoch, step);
@@ -194,10 +192,6 @@ void Trainer::plan_batch() {
   batch_note_ = "elastic batch: " + plan.text() + " (" + from + "; train.elastic_batch global)";
 }
 
-bool Trainer::checkpoints_inside_epochs() const {
-  const CheckpointOptions& ck = config_.checkpoint;
-  return ck.enabled && (ck.every_steps > 0 || ck.every_s > 0);
-}
 
 CheckpointMeta Trainer::checkpoint_meta(int64_t completed_epoch) const {
   CheckpointMeta meta;
@@ -214,26 +208,8 @@ CheckpointMeta Trainer::checkpoint_meta(int64_t completed_epoch) const {
 std::string Trainer::save_checkpoint(const CheckpointMeta& meta) {
   state_.device_state_to_optimizers();
   const std::string path = Checkpointer(config_.checkpoint, comm_).save(meta, state_.modules());
-  steps_since_checkpoint_ = 0;
-  last_checkpoint_s_ = clock_.elapsed_s();
+  schedule_.saved();
   return path;
-}
-
-void Trainer::mark_progress(int64_t epoch, int64_t epoch_samples) {
-  // Only where checkpoints inside epochs show that restarts are expected.
-  if (!comm_.is_root() || !checkpoints_inside_epochs()) return;
-  Checkpointer(config_.checkpoint, comm_).write_progress(ProgressMark{epoch, epoch_samples, unix_now_s()});
-}
-
-bool Trainer::mid_epoch_checkpoint_due() {
-  const CheckpointOptions& ck = config_.checkpoint;
-  if (!checkpoints_inside_epochs()) return false;
-  ++steps_since_checkpoint_;
-  if (ck.every_steps > 0 && steps_since_checkpoint_ >= ck.every_steps) return true;
-  if (ck.every_s <= 0 || steps_since_checkpoint_ % kCheckpointClockSteps != 0) return false;
-  at::Tensor due = at::full({1}, comm_.is_root() && clock_.elapsed_s() - last_checkpoint_s_ >= ck.every_s ? 1 : 0, at::kLong);
-  comm_.broadcast(due, 0);
-  return due.item<int64_t>() != 0;
 }
 
 void Trainer::save_mid_epoch(int64_t epoch, int64_t steps_done, const MetricSums& epoch_sums, int64_t samples_seen) {
@@ -254,7 +230,7 @@ void Trainer::save_mid_epoch(int64_t epoch, int64_t steps_done, const MetricSums
   record.epoch_samples = meta.epoch_samples;
   record.save_s = watch.elapsed_s();
   logger_.checkpoint_written(record);
-  mark_progress(epoch, meta.epoch_samples);
+  schedule_.mark_progress(epoch, meta.epoch_samples);
   set_phase(Phase::kTraining, epoch, steps_done);
 }
 
@@ -264,7 +240,24 @@ TrainResult Trainer::run(RunInfo info) {
   for (TrainedModule& m : state_.modules()) {
     if (m.optimizer) m.reducer = make_reducer_(m.module->parameters(), m.module->buffers(), comm_);
   }
+  start_run(info);
+  TrainResult result;
+  if (restored_ && first_epoch_ > config_.train.epochs) result.summary.final_test = report_finished_run();
+  for (int64_t epoch = first_epoch_; epoch <= config_.train.epochs; ++epoch) result.epochs.push_back(run_epoch(epoch));
 
+  set_phase(Phase::kFinishing, config_.train.epochs);
+  RunSummary& summary = result.summary;
+  summary.epochs_run = static_cast<int64_t>(result.epochs.size());
+  if (!result.epochs.empty()) summary.final_test = result.epochs.back().test;
+  const at::Tensor peaks = comm_.allgather(at::tensor(peak_rss_bytes(), at::kLong));
+  summary.peak_rss_bytes.assign(peaks.data_ptr<int64_t>(), peaks.data_ptr<int64_t>() + peaks.numel());
+  for (RunObserver* o : observers_) o->run_ending(summary);
+  summary.total_s = total.elapsed_s();
+  logger_.run_end(summary);
+  return result;
+}
+
+void Trainer::start_run(RunInfo& info) {
   info.data_description = data_.description;
   info.train_samples = data_.train->size();
   info.test_samples = data_.test->size();
@@ -273,240 +266,93 @@ TrainResult Trainer::run(RunInfo info) {
     if (!m.optimizer) continue;  // a copy the step keeps (a moving average) trains nothing of its own
     for (const at::Tensor& p : m.module->parameters()) info.parameters += p.numel();
   }
-  peak_tflops_ = resolve_peak_tflops();
-  info.accelerator = accelerator_;
-  info.peak_tflops = peak_tflops_;
+  for (RunObserver* o : observers_) o->run_starting(info);
   logger_.run_start(info);
-  if (!peak_note_.empty()) logger_.info(peak_note_);
+  for (RunObserver* o : observers_) o->run_started();
   if (!batch_note_.empty()) logger_.info(batch_note_);
   if (!resume_note_.empty()) logger_.info(resume_note_);
   if (restored_) {
-    ResumeRecord resume;
-    resume.checkpoint = restored_->path;
-    resume.restart_count = info.restart_count;
-    resume.from_world_size = restored_->world_size;
-    resume.world_size = comm_.world_size();
-    resume.epoch = restored_->epoch + 1;
-    resume.step = restored_->epoch_steps;
-    resume.epoch_samples = restored_->epoch_samples;
-    const double now = unix_now_s();
-    resume.unix_time_s = now;
-    resume.restore_s = restore_s_;
-    if (restored_->saved_unix_s > 0) resume.lost_s = now - restored_->saved_unix_s;
-    if (comm_.is_root()) {
-      const std::optional<ProgressMark> mark = Checkpointer::read_progress(config_.checkpoint.dir);
-      const int64_t per_epoch = data_.train->size();
-      if (mark && global_batch_ > 0) {
-        const int64_t saved = restored_->epoch * per_epoch + restored_->epoch_samples;
-        // The mark follows the checkpoint it accompanies; a group stopped between the two (a node
-        // joining right after a save) left a mark older than the checkpoint, and reached no further.
-        const int64_t reached = std::max((mark->epoch - 1) * per_epoch + mark->epoch_samples, saved);
-        resume.steps_redone = (reached - saved) / global_batch_;
-        resume.restart_s = now - std::max(mark->unix_s, restored_->saved_unix_s);
-      }
-    }
-    logger_.resumed(resume);
+    logger_.resumed(schedule_.resume_record(*restored_, info.restart_count, restore_s_, data_.train->size(), global_batch_));
   }
-  std::unique_ptr<ResourceSampler> sampler = start_sampler();
-
-  TrainResult result;
-  RunSummary& summary = result.summary;
-  if (restored_ && first_epoch_ > config_.train.epochs) {
-    // A restarted job whose run had already finished: report that run's result, as it ended.
-    EpochStats last;
-    if (restored_->metrics) {
-      last = *restored_->metrics;
-    } else {
-      // Format 1 checkpoints did not store metrics; the restored model gives the test figures again.
-      set_phase(Phase::kEvaluating, restored_->epoch);
-      const MetricSums test = evaluate(restored_->epoch);
-      last.epoch = restored_->epoch;
-      last.epochs = std::max(restored_->epoch, config_.train.epochs);
-      last.test = test.reduce(comm_);
-      last.test_samples = eval_samples();
-    }
-    last.checkpoint_path = restored_->path;
-    logger_.finished_run(last);
-    summary.final_test = last.test;
-  }
-
-  for (int64_t epoch = first_epoch_; epoch <= config_.train.epochs; ++epoch) {
-    Stopwatch epoch_watch;
-    EpochStats stats;
-    stats.epoch = epoch;
-    stats.epochs = config_.train.epochs;
-    at::manual_seed(epoch_seed(seed_, epoch, comm_.rank()));
-
-    Stopwatch phase;
-    set_phase(Phase::kTraining, epoch);
-    const NetBytes net_before = read_network_bytes(net_interfaces_);
-    const MetricSums train = train_epoch(epoch, stats);
-    stats.train_s = phase.elapsed_s();
-    const NetBytes net_after = read_network_bytes(net_interfaces_);
-    if (stats.steps > 0) {
-      stats.bytes_allreduced_per_step = stats.bytes_allreduced / stats.steps;
-      stats.net_tx_bytes_per_step = (net_after.tx - net_before.tx) / stats.steps;
-      stats.net_rx_bytes_per_step = (net_after.rx - net_before.rx) / stats.steps;
-    }
-    if (stats.comm_s > 0) {
-      const double n = comm_.world_size();
-      stats.algbw_gbps = static_cast<double>(stats.bytes_allreduced) / stats.comm_s / 1e9;
-      stats.busbw_gbps = stats.algbw_gbps * 2.0 * (n - 1.0) / n;
-    }
-    phase.reset();
-    set_phase(Phase::kEvaluating, epoch);
-    const MetricSums test = evaluate(epoch);
-    MetricSums counts({"train_samples"}, at::TensorOptions(at::kCPU));
-    counts.add("train_samples", at::tensor(static_cast<double>(stats.train_samples), at::kDouble),
-               static_cast<double>(stats.train_samples));
-    const std::vector<MetricValues> reduced = reduce_all(comm_, {&train, &test, &counts});
-    stats.eval_s = phase.elapsed_s();
-
-    // The values are reduced over all ranks, so every rank takes the same branch here.
-    stats.train_samples = static_cast<int64_t>(reduced[2].all().front().weight);
-    if (stats.train_samples == 0) {
-      throw non_finite(epoch, 1, stats.steps,
-                       "every optimizer step had a NaN or infinite loss or gradient and was skipped; skipping "
-                       "cannot recover from this");
-    }
-    if (!reduced[0].all_finite()) {
-      throw non_finite(epoch, 1, stats.steps, "the " + non_finite_metrics("training", reduced[0], true) + " NaN or infinite");
-    }
-    if (!reduced[1].all_finite()) {
-      throw non_finite(epoch, 0, 0, "evaluation after the epoch gave a NaN or infinite " +
-                                        non_finite_metrics("test", reduced[1], false));
-    }
-    stats.train = reduced[0];
-    stats.test = reduced[1];
-    stats.test_samples = eval_samples();
-    // A resumed epoch's samples include those trained before its checkpoint; the rate is this run's.
-    const int64_t trained_before = stats.first_step > 1 && restored_ ? restored_->partial_samples : 0;
-    stats.samples_per_s =
-        stats.train_s > 0 ? static_cast<double>(stats.train_samples - trained_before) / stats.train_s : 0.0;
-    stats.flops_per_sample = counted_samples_ > 0 ? counted_flops_ / static_cast<double>(counted_samples_) : 0.0;
-    stats.tflops_achieved = stats.flops_per_sample * stats.samples_per_s / 1e12;
-    if (peak_tflops_ > 0) {
-      stats.mfu = stats.tflops_achieved / (peak_tflops_ * comm_.world_size());
-    }
-    const int64_t sample_every = config_.log.sample_every;
-    if (sample_every > 0 && (epoch % sample_every == 0 || epoch == config_.train.epochs) && comm_.is_root()) {
-      logger_.samples_written(epoch, step_->write_samples(logger_.run_dir(), epoch, state_));
-    }
-    if (config_.checkpoint.enabled) {
-      set_phase(Phase::kCheckpointing, epoch);
-      CheckpointMeta meta = checkpoint_meta(epoch);
-      meta.metrics = stats;
-      stats.checkpoint_path = save_checkpoint(meta);
-    }
-    stats.epoch_s = epoch_watch.elapsed_s();
-    logger_.epoch_end(stats);
-    if (sampler) log_samples(*sampler);
-    result.epochs.push_back(stats);
-  }
-
-  set_phase(Phase::kFinishing, config_.train.epochs);
-  summary.epochs_run = static_cast<int64_t>(result.epochs.size());
-  if (!result.epochs.empty()) summary.final_test = result.epochs.back().test;
-  const at::Tensor peaks = comm_.allgather(at::tensor(peak_rss_bytes(), at::kLong));
-  summary.peak_rss_bytes.assign(peaks.data_ptr<int64_t>(), peaks.data_ptr<int64_t>() + peaks.numel());
-  finish_profile();  // a window that reaches past the run's last step
-  summary.total_s = total.elapsed_s();
-  if (sampler) log_samples(*sampler);
-  logger_.run_end(summary);
-  return result;
 }
 
-std::unique_ptr<ResourceSampler> Trainer::start_sampler() {
-  if (config_.log.sample_interval_s <= 0) return nullptr;
-  ResourceSamplerOptions options;
-  options.interval_s = config_.log.sample_interval_s;
-  options.interfaces = net_interfaces_;
-  if (device_.is_cuda()) options.nvml_index = nvml_index_of_cuda_device(device_.index());
-  auto sampler = std::make_unique<ResourceSampler>(std::move(options));
-  if (!sampler->nvml_note().empty()) logger_.info(sampler->nvml_note());
-  return sampler;
-}
-
-void Trainer::log_samples(ResourceSampler& sampler) {
-  const std::vector<std::vector<ResourceSample>> by_rank = gather_samples(comm_, sampler.take());
-  for (size_t rank = 0; rank < by_rank.size(); ++rank) logger_.resource_samples(static_cast<int>(rank), by_rank[rank]);
-}
-
-double Trainer::resolve_peak_tflops() {
-  if (device_.is_cuda()) {
-    if (std::optional<int> index = nvml_index_of_cuda_device(device_.index())) {
-      std::string why;
-      if (std::unique_ptr<NvmlDevice> gpu = NvmlDevice::open(*index, why)) accelerator_ = gpu->name();
-    }
+MetricValues Trainer::report_finished_run() {
+  // A restarted job whose run had already finished: report that run's result, as it ended.
+  EpochStats last;
+  if (restored_->metrics) {
+    last = *restored_->metrics;
+  } else {
+    // Format 1 checkpoints did not store metrics; the restored model gives the test figures again.
+    set_phase(Phase::kEvaluating, restored_->epoch);
+    const MetricSums test = evaluate(restored_->epoch);
+    last.epoch = restored_->epoch;
+    last.epochs = std::max(restored_->epoch, config_.train.epochs);
+    last.test = test.reduce(comm_);
+    last.test_samples = eval_samples();
   }
-  if (config_.train.peak_tflops > 0) return config_.train.peak_tflops;
-  if (!device_.is_cuda()) return 0.0;
-  const std::optional<GpuPeak> peak = gpu_peak_tflops(accelerator_, config_.train.precision);
-  if (!peak) {
-    peak_note_ = ("mfu: no peak TFLOP/s known for " + (accelerator_.empty() ? std::string("this GPU") : "'" + accelerator_ + "'") +
-                 " at " + to_string(config_.train.precision) + "; give it with --peak-tflops");
-    return 0.0;
-  }
-  peak_note_ = ("mfu against the " + peak->model + "'s data-sheet peak of " + format_lr(peak->tflops) + " TFLOP/s (" +
-               to_string(config_.train.precision) + ", dense)");
-  return peak->tflops;
+  last.checkpoint_path = restored_->path;
+  logger_.finished_run(last);
+  return last.test;
 }
 
-void Trainer::profile_before_step() {
-  ++run_step_;
-  const StepRange& window = config_.log.profile_steps;
-  if (window.empty() || profile_window_ != ProfileWindow::kBefore || run_step_ != window.first) return;
-  profile_window_ = ProfileWindow::kInside;
-  if (comm_.rank() == config_.log.profile_rank) profiler_ = std::make_unique<OpProfiler>(device_.is_cuda());
-}
+EpochStats Trainer::run_epoch(int64_t epoch) {
+  Stopwatch epoch_watch;
+  EpochStats stats;
+  stats.epoch = epoch;
+  stats.epochs = config_.train.epochs;
+  at::manual_seed(epoch_seed(seed_, epoch, comm_.rank()));
 
-void Trainer::profile_after_step() {
-  if (profile_window_ == ProfileWindow::kInside && run_step_ == config_.log.profile_steps.last) finish_profile();
-}
+  Stopwatch phase;
+  set_phase(Phase::kTraining, epoch);
+  for (RunObserver* o : observers_) o->training_begins(epoch);
+  const MetricSums train = train_epoch(epoch, stats);
+  stats.train_s = phase.elapsed_s();
+  for (RunObserver* o : observers_) o->training_ended(epoch);
+  phase.reset();
+  set_phase(Phase::kEvaluating, epoch);
+  const MetricSums test = evaluate(epoch);
+  MetricSums counts({"train_samples"}, at::TensorOptions(at::kCPU));
+  counts.add("train_samples", at::tensor(static_cast<double>(stats.train_samples), at::kDouble),
+             static_cast<double>(stats.train_samples));
+  const std::vector<MetricValues> reduced = reduce_all(comm_, {&train, &test, &counts});
+  stats.eval_s = phase.elapsed_s();
 
-void Trainer::finish_profile() {
-  if (profile_window_ != ProfileWindow::kInside) return;
-  profile_window_ = ProfileWindow::kDone;
-  const int root = static_cast<int>(config_.log.profile_rank);
-  ProfileOutput out;
-  if (profiler_) {
-    if (device_.is_cuda()) at::detail::getCUDAHooks().deviceSynchronize(device_.index());  // the window's kernels
-    out = profiler_->stop();
-    profiler_.reset();
+  // The values are reduced over all ranks, so every rank takes the same branch here.
+  stats.train_samples = static_cast<int64_t>(reduced[2].all().front().weight);
+  if (stats.train_samples == 0) {
+    throw non_finite(epoch, 1, stats.steps,
+                     "every optimizer step had a NaN or infinite loss or gradient and was skipped; skipping "
+                     "cannot recover from this");
   }
-  // The profiling rank's files go to rank 0, which holds the run directory (possibly on another node).
-  at::Tensor sizes = at::tensor({static_cast<int64_t>(out.trace_json.size()), static_cast<int64_t>(out.table_csv.size()),
-                                 static_cast<int64_t>(out.kineto), static_cast<int64_t>(out.cuda), out.events},
-                                at::kLong);
-  if (root != 0) {
-    comm_.broadcast(sizes, root);
-    at::Tensor bytes = at::empty({sizes[0].item<int64_t>() + sizes[1].item<int64_t>()}, at::kByte);
-    if (comm_.rank() == root) {
-      std::memcpy(bytes.data_ptr<uint8_t>(), out.trace_json.data(), out.trace_json.size());
-      std::memcpy(bytes.data_ptr<uint8_t>() + out.trace_json.size(), out.table_csv.data(), out.table_csv.size());
-    }
-    comm_.broadcast(bytes, root);
-    const char* data = reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>());
-    out.trace_json.assign(data, static_cast<size_t>(sizes[0].item<int64_t>()));
-    out.table_csv.assign(data + out.trace_json.size(), static_cast<size_t>(sizes[1].item<int64_t>()));
-    out.kineto = sizes[2].item<int64_t>() != 0;
-    out.cuda = sizes[3].item<int64_t>() != 0;
-    out.events = sizes[4].item<int64_t>();
+  if (!reduced[0].all_finite()) {
+    throw non_finite(epoch, 1, stats.steps, "the " + non_finite_metrics("training", reduced[0], true) + " NaN or infinite");
   }
-  if (!comm_.is_root()) return;
-  ProfileRecord record;
-  record.rank = root;
-  record.first_step = config_.log.profile_steps.first;
-  record.last_step = std::min(config_.log.profile_steps.last, run_step_);
-  record.kineto = out.kineto;
-  record.cuda = out.cuda;
-  record.events = out.events;
-  const std::string stem = "profile-rank" + std::to_string(root);
-  record.trace_path = logger_.run_dir() + "/" + stem + ".trace.json";
-  record.table_path = logger_.run_dir() + "/" + stem + "-ops.csv";
-  write_file_atomically(record.trace_path, out.trace_json);
-  write_file_atomically(record.table_path, out.table_csv);
-  logger_.profile_written(record);
+  if (!reduced[1].all_finite()) {
+    throw non_finite(epoch, 0, 0, "evaluation after the epoch gave a NaN or infinite " +
+                                      non_finite_metrics("test", reduced[1], false));
+  }
+  stats.train = reduced[0];
+  stats.test = reduced[1];
+  stats.test_samples = eval_samples();
+  // A resumed epoch's samples include those trained before its checkpoint; the rate is this run's.
+  const int64_t trained_before = stats.first_step > 1 && restored_ ? restored_->partial_samples : 0;
+  stats.samples_per_s =
+      stats.train_s > 0 ? static_cast<double>(stats.train_samples - trained_before) / stats.train_s : 0.0;
+  for (RunObserver* o : observers_) o->epoch_ending(stats);
+  const int64_t sample_every = config_.log.sample_every;
+  if (sample_every > 0 && (epoch % sample_every == 0 || epoch == config_.train.epochs) && comm_.is_root()) {
+    logger_.samples_written(epoch, step_->write_samples(logger_.run_dir(), epoch, state_));
+  }
+  if (config_.checkpoint.enabled) {
+    set_phase(Phase::kCheckpointing, epoch);
+    CheckpointMeta meta = checkpoint_meta(epoch);
+    meta.metrics = stats;
+    stats.checkpoint_path = save_checkpoint(meta);
+  }
+  stats.epoch_s = epoch_watch.elapsed_s();
+  logger_.epoch_end(stats);
+  for (RunObserver* o : observers_) o->epoch_ended(stats);
+  return stats;
 }
 
 NonFiniteError Trainer::non_finite(int64_t epoch, int64_t first_step, int64_t last_step, const std::string& what) const {
@@ -515,7 +361,7 @@ NonFiniteError Trainer::non_finite(int64_t epoch, int64_t first_step, int64_t la
     where += first_step == last_step ? ", step " + std::to_string(first_step)
                                      : ", steps " + std::to_string(first_step) + "-" + std::to_string(last_step);
   }
-  std::string advice = "Lower the learning rate (" + format_lr(config_.train.lr) + ")";
+  std::string advice = "Lower the learning rate (" + format_number(config_.train.lr) + ")";
   if (config_.train.on_nonfinite == NonFinitePolicy::kStop) advice += " or skip such steps with --on-nonfinite skip-step";
   // Epoch (epoch - 1) was checkpointed by this run, or restored from: --resume goes on from there.
   if (config_.checkpoint.enabled && epoch > 1) {
@@ -534,126 +380,116 @@ MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
   const bool resumed = restored_ && epoch == first_epoch_ && restored_->epoch_samples > 0 &&
                        restored_->epoch_samples < train.size();
   const int64_t start_sample = resumed ? restored_->epoch_samples : 0;
-  const int64_t first_step = start_sample / (opt.batch_size * comm_.world_size());
+  EpochRun run(epoch, step_->train_metrics(), at::TensorOptions(device_));
+  run.first_step = start_sample / (opt.batch_size * comm_.world_size());
   const DistributedSampler sampler(train.size(), comm_.rank(), comm_.world_size(), static_cast<uint64_t>(seed_));
   std::vector<int64_t> order = sampler.indices(epoch, start_sample);
   const int64_t samples = static_cast<int64_t>(order.size());
-  int64_t steps = first_step + (samples + opt.batch_size - 1) / opt.batch_size;
-  if (opt.max_steps > 0) steps = std::max(first_step, std::min(steps, opt.max_steps));
-  stats.steps = steps - first_step;
-  stats.first_step = first_step + 1;
-  const int64_t global_per_step = opt.batch_size * comm_.world_size();
-  const int64_t epoch_total = std::min(train.size(), steps * global_per_step);  // global samples, for progress
+  run.steps = run.first_step + (samples + opt.batch_size - 1) / opt.batch_size;
+  if (opt.max_steps > 0) run.steps = std::max(run.first_step, std::min(run.steps, opt.max_steps));
+  stats.steps = run.steps - run.first_step;
+  stats.first_step = run.first_step + 1;
+  run.global_per_step = opt.batch_size * comm_.world_size();
+  run.epoch_total = std::min(train.size(), run.steps * run.global_per_step);
+  run.interval_first_step = run.first_step + 1;
   logger_.begin_progress("epoch " + std::to_string(epoch) + "/" + std::to_string(opt.epochs),
-                         std::min(epoch_total, first_step * global_per_step), epoch_total);
-  const bool skip_nonfinite = opt.on_nonfinite == NonFinitePolicy::kSkipStep;
-  const int64_t check_every = config_.log.interval > 0 ? config_.log.interval : kNonFiniteCheckSteps;
-  auto check_device_flag = [&] {
-    const int64_t bad_step = state_.first_nonfinite_step();
-    if (bad_step > 0) throw non_finite(epoch, bad_step, bad_step, "the loss or the averaged gradients are NaN or infinite");
-  };
+                         std::min(run.epoch_total, run.first_step * run.global_per_step), run.epoch_total);
 
   for (TrainedModule& m : state_.modules()) m.module->train();
   state_.begin_epoch();
-  // Metric sums stay on the device; reading them every step would synchronise a GPU. A group's sums (the
-  // micro-batches of one optimizer step) join the epoch's when its steps are taken, or, with skip-step,
-  // are dropped with a skipped step.
-  const at::TensorOptions sum_options = at::TensorOptions(device_);
-  MetricSums epoch_sums(step_->train_metrics(), sum_options);
-  MetricSums interval_sums(step_->train_metrics(), sum_options);
-  MetricSums group_sums(step_->train_metrics(), sum_options);
-  int64_t samples_seen = 0;
-  int64_t group_samples = 0;
-  double current_lr = -1.0;
-  int64_t interval_first_step = first_step + 1;
   if (resumed && comm_.is_root()) {
     // The metrics of the part trained before the checkpoint count once, on rank 0: the sums are reduced.
     for (const MetricValue& m : restored_->partial_train.all()) {
-      epoch_sums.add(m.name, at::full({}, m.sum, at::TensorOptions(device_).dtype(at::kDouble)), m.weight);
+      run.epoch_sums.add(m.name, at::full({}, m.sum, at::TensorOptions(device_).dtype(at::kDouble)), m.weight);
     }
-    samples_seen = restored_->partial_samples;
+    run.samples_seen = restored_->partial_samples;
   }
-  if (opt.max_steps > 0) order.resize(static_cast<size_t>(std::min(samples, (steps - first_step) * opt.batch_size)));
+  if (opt.max_steps > 0) order.resize(static_cast<size_t>(std::min(samples, (run.steps - run.first_step) * opt.batch_size)));
   const std::unique_ptr<BatchStream> stream = train.stream(std::move(order), opt.batch_size, augment_seed(epoch));
-  const uint64_t sample_seed = augment_seed(epoch) ^ 0x2545f4914f6cdd1dULL;  // its own stream, per epoch
-  for (int64_t step = first_step; step < steps; ++step) {
+  run.sample_seed = augment_seed(epoch) ^ 0x2545f4914f6cdd1dULL;  // its own stream, per epoch
+  for (int64_t step = run.first_step; step < run.steps; ++step) {
     if (activity_ != nullptr) activity_->set_step(step + 1);
     Batch batch;
-    DTRAIN_CHECK(stream->next(batch), Error, "the training data ended before step " << step + 1 << " of " << steps);
+    DTRAIN_CHECK(stream->next(batch), Error, "the training data ended before step " << step + 1 << " of " << run.steps);
     batch.inputs = model_layout(batch.inputs);
-    const int64_t count = batch.size;
-
-    // Accumulation groups of `accumulate` micro-batches; the epoch's last group may be shorter, and its
-    // micro-batches are weighted by its real size so the gradient stays a mean.
-    const int64_t group_start = step - step % opt.accumulate;
-    const int64_t group_size = std::min(opt.accumulate, steps - group_start);
-    if (step == group_start) {
-      const double lr = learning_rate_at(opt, epoch, step, steps);
-      if (lr != current_lr) state_.set_learning_rate(lr);
-      if (step == first_step) stats.lr = lr;
-      current_lr = lr;
-    }
-    MicroBatch micro{epoch,
-                     step + 1,
-                     group_size,
-                     step == group_start,
-                     step == group_start + group_size - 1,
-                     sample_seed};
-    if (micro.first) sync_buffers();
-    state_.begin_micro_batch(micro);
-    std::optional<FlopCounter> counter;  // counting costs a little host time per op: only the first steps pay it
-    if (flop_count_steps_ < kFlopCountSteps) counter.emplace();
-    profile_before_step();
-    step_->train(batch, state_, group_sums);
-    profile_after_step();
-    if (counter) {
-      counted_flops_ += counter->flops();
-      counter.reset();
-      counted_samples_ += count;
-      ++flop_count_steps_;
-    }
-    const StepCommStats comm = state_.take_comm_stats();
-    stats.comm_s += comm.comm_s;
-    stats.exposed_comm_s += comm.exposed_comm_s;
-    stats.bytes_allreduced += comm.bytes_reduced;
-    group_samples += count;
-    if (micro.last) {
-      if (!(skip_nonfinite && state_.group_skipped())) {
-        epoch_sums.add(group_sums);
-        interval_sums.add(group_sums);
-        samples_seen += group_samples;
-      }
-      group_sums.zero();
-      group_samples = 0;
-      if (step + 1 < steps && mid_epoch_checkpoint_due()) save_mid_epoch(epoch, step + 1, epoch_sums, samples_seen);
-    }
-
-    if (device_.is_cuda() && (step + 1) % check_every == 0) check_device_flag();
-    if (config_.log.interval > 0 && (step + 1) % config_.log.interval == 0) {
-      // Collective on every rank at the same steps: the line shows the metrics of all ranks, not rank 0's.
-      const MetricValues progress_values = interval_sums.reduce(comm_);
-      if (!progress_values.all_finite()) {
-        throw non_finite(epoch, interval_first_step, step + 1,
-                         "the " + non_finite_metrics("training", progress_values, true) + " NaN or infinite");
-      }
-      bool any = false;  // else every step since the last line was skipped (skip-step)
-      for (const MetricValue& m : progress_values.all()) any = any || m.weight > 0;
-      if (any) {
-        ProgressInfo progress;
-        progress.epoch = epoch;
-        progress.samples_total = train.size();
-        progress.samples_done = std::min(train.size(), (step + 1) * global_per_step);
-        progress.metrics = progress_values;
-        logger_.train_progress(progress);
-        mark_progress(epoch, progress.samples_done);
-      }
-      interval_sums.zero();
-      interval_first_step = step + 2;
-    }
-    logger_.progress(std::min(epoch_total, (step + 1) * global_per_step));
+    train_step(run, step, batch, stats);
+    logger_.progress(std::min(run.epoch_total, (step + 1) * run.global_per_step));
   }
   logger_.end_progress();
-  if (device_.is_cuda()) check_device_flag();
+  if (device_.is_cuda()) check_device_flag(epoch);
+  report_skipped_steps(epoch, stats);
+  stats.train_samples = run.samples_seen;  // this rank's; run_epoch() reduces it
+  return std::move(run.epoch_sums);
+}
+
+void Trainer::train_step(EpochRun& run, int64_t step, const Batch& batch, EpochStats& stats) {
+  const TrainOptions& opt = config_.train;
+  // Accumulation groups of `accumulate` micro-batches; the epoch's last group may be shorter, and its
+  // micro-batches are weighted by its real size so the gradient stays a mean.
+  const int64_t group_start = step - step % opt.accumulate;
+  const int64_t group_size = std::min(opt.accumulate, run.steps - group_start);
+  if (step == group_start) {
+    const double lr = learning_rate_at(opt, run.epoch, step, run.steps);
+    if (lr != run.current_lr) state_.set_learning_rate(lr);
+    if (step == run.first_step) stats.lr = lr;
+    run.current_lr = lr;
+  }
+  const MicroBatch micro{run.epoch, step + 1, group_size, step == group_start, step == group_start + group_size - 1,
+                         run.sample_seed};
+  if (micro.first) sync_buffers();
+  state_.begin_micro_batch(micro);
+  const StepRecord record{run.epoch, step + 1, ++run_step_, batch.size};
+  for (RunObserver* o : observers_) o->before_step(record);
+  step_->train(batch, state_, run.group_sums);
+  for (auto o = observers_.rbegin(); o != observers_.rend(); ++o) (*o)->after_step(record);
+  const StepCommStats comm = state_.take_comm_stats();
+  stats.comm_s += comm.comm_s;
+  stats.exposed_comm_s += comm.exposed_comm_s;
+  stats.bytes_allreduced += comm.bytes_reduced;
+  run.group_samples += batch.size;
+  if (micro.last) {
+    if (!(opt.on_nonfinite == NonFinitePolicy::kSkipStep && state_.group_skipped())) {
+      run.epoch_sums.add(run.group_sums);
+      run.interval_sums.add(run.group_sums);
+      run.samples_seen += run.group_samples;
+    }
+    run.group_sums.zero();
+    run.group_samples = 0;
+    if (step + 1 < run.steps && schedule_.due_after_step()) save_mid_epoch(run.epoch, step + 1, run.epoch_sums, run.samples_seen);
+  }
+  const int64_t check_every = config_.log.interval > 0 ? config_.log.interval : kNonFiniteCheckSteps;
+  if (device_.is_cuda() && (step + 1) % check_every == 0) check_device_flag(run.epoch);
+  if (config_.log.interval > 0 && (step + 1) % config_.log.interval == 0) log_progress(run, step);
+}
+
+void Trainer::log_progress(EpochRun& run, int64_t step) {
+  // Collective on every rank at the same steps: the line shows the metrics of all ranks, not rank 0's.
+  const MetricValues values = run.interval_sums.reduce(comm_);
+  if (!values.all_finite()) {
+    throw non_finite(run.epoch, run.interval_first_step, step + 1,
+                     "the " + non_finite_metrics("training", values, true) + " NaN or infinite");
+  }
+  bool any = false;  // else every step since the last line was skipped (skip-step)
+  for (const MetricValue& m : values.all()) any = any || m.weight > 0;
+  if (any) {
+    ProgressInfo progress;
+    progress.epoch = run.epoch;
+    progress.samples_total = data_.train->size();
+    progress.samples_done = std::min(data_.train->size(), (step + 1) * run.global_per_step);
+    progress.metrics = values;
+    logger_.train_progress(progress);
+    schedule_.mark_progress(run.epoch, progress.samples_done);
+  }
+  run.interval_sums.zero();
+  run.interval_first_step = step + 2;
+}
+
+void Trainer::check_device_flag(int64_t epoch) const {
+  const int64_t bad_step = state_.first_nonfinite_step();
+  if (bad_step > 0) throw non_finite(epoch, bad_step, bad_step, "the loss or the averaged gradients are NaN or infinite");
+}
+
+void Trainer::report_skipped_steps(int64_t epoch, EpochStats& stats) {
   stats.skipped_steps = state_.skipped_steps();
   if (const LossScaler* scaler = state_.scaler(); scaler != nullptr && scaler->skipped_steps() > 0) {
     logger_.info("fp16: " + std::to_string(scaler->skipped_steps()) +
@@ -664,8 +500,6 @@ MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
                  std::to_string(stats.steps) +
                  " optimizer steps skipped for a NaN or infinite loss or gradient (train.on_nonfinite: skip-step)");
   }
-  stats.train_samples = samples_seen;  // this rank's; run() reduces it
-  return epoch_sums;
 }
 
 int64_t Trainer::eval_samples() const {

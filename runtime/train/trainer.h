@@ -1,6 +1,8 @@
 // The one training loop: epochs of sharded batches handed to the workload's step, evaluation on the
 // whole test set, the learning-rate schedule, checkpoints and the step's metrics reduced over all ranks.
 // Nothing here knows what a workload trains: its modules, losses and metrics come through TrainStep.
+// What watches the loop (telemetry, resource samples, the profiler window) are RunObservers that the
+// caller adds; the loop tells them where it is and they add their own figures to the records.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -15,8 +17,10 @@
 #include "runtime/config/config.h"
 #include "runtime/log/run_events.h"
 #include "runtime/log/run_logger.h"
+#include "runtime/log/run_observer.h"
 #include "runtime/reduce/grad_reducer.h"
 #include "runtime/train/checkpoint.h"
+#include "runtime/train/checkpoint_schedule.h"
 #include "runtime/train/metrics.h"
 #include "runtime/train/train_state.h"
 #include "runtime/train/train_step.h"
@@ -26,9 +30,6 @@
 #include "runtime/util/timer.h"
 
 namespace dtrain {
-
-class OpProfiler;
-class ResourceSampler;
 
 // Builds the gradient reducer of one module's parameters and buffers (the caller picks the class).
 using ReducerFactory = std::function<std::unique_ptr<GradReducer>(
@@ -49,6 +50,9 @@ class Trainer final {
           ReducerFactory make_reducer, c10::Device device = c10::Device(c10::DeviceType::CPU),
           Activity* activity = nullptr);
   ~Trainer();
+
+  // Adds an observer (kept by reference: it must outlive run()); hooks run in the order of the calls.
+  void observe(RunObserver& observer);
 
   // Collective: with checkpoint.resume, loads the newest checkpoint of checkpoint.dir on every rank (every
   // module and optimizer; inside an epoch, also its position). Then splits the batch over this world
@@ -74,24 +78,30 @@ class Trainer final {
   const WorkloadData& data() const { return data_; }
 
  private:
+  struct EpochRun;
+
+  // The run_start record (with the observers' additions), the notes and, after a restore, the resume record.
+  void start_run(RunInfo& info);
+  // A restored run that had already reached train.epochs: its final record again; returns its test metrics.
+  MetricValues report_finished_run();
+  // Collective: trains, evaluates, checkpoints and records epoch `epoch`.
+  EpochStats run_epoch(int64_t epoch);
   MetricSums train_epoch(int64_t epoch, EpochStats& stats);
+  void train_step(EpochRun& run, int64_t step, const Batch& batch, EpochStats& stats);
+  // Collective, every log.interval steps: the progress line of the metrics of all ranks since the last.
+  void log_progress(EpochRun& run, int64_t step);
+  // On a GPU: throws NonFiniteError when the device's flag says a step had a NaN or infinite value.
+  void check_device_flag(int64_t epoch) const;
+  void report_skipped_steps(int64_t epoch, EpochStats& stats);
   // Sets the batch plan (see restore) and global_batch_.
   void plan_batch();
-  // checkpoint.every_steps or every_s is set (and checkpoints are on).
-  bool checkpoints_inside_epochs() const;
   // What every checkpoint records after `completed_epoch` (epoch, seed, names, world size, global batch, time).
   CheckpointMeta checkpoint_meta(int64_t completed_epoch) const;
   // Rank 0 writes `meta` with the modules' state; every rank restarts the count towards the next one.
   std::string save_checkpoint(const CheckpointMeta& meta);
-  // Collective, after an optimizer step: whether checkpoint.every_steps/every_s ask for a checkpoint now
-  // (rank 0's clock decides, for every rank).
-  bool mid_epoch_checkpoint_due();
   // Collective: a checkpoint of epoch `epoch` after `steps_done` of its micro-steps (whole optimizer
   // steps), with the epoch's training metrics so far.
   void save_mid_epoch(int64_t epoch, int64_t steps_done, const MetricSums& epoch_sums, int64_t samples_seen);
-  // Rank 0, at progress lines and checkpoints, when checkpoints inside epochs are on: where training is,
-  // for the cost report of a later resume.
-  void mark_progress(int64_t epoch, int64_t epoch_samples);
   MetricSums evaluate(int64_t epoch);  // with the live progress of "evaluation <epoch>/<epochs>"
   int64_t eval_samples() const;  // test samples evaluated after each epoch (train.eval_samples)
   // Image batches in NHWC order with train.channels_last; other inputs as they are.
@@ -103,19 +113,6 @@ class Trainer final {
   // The NonFiniteError for steps [first_step, last_step] of `epoch` (one step when they are equal).
   NonFiniteError non_finite(int64_t epoch, int64_t first_step, int64_t last_step, const std::string& what) const;
   void set_phase(Phase phase, int64_t epoch, int64_t step = 0);
-  // The resource sampler of log.sample_interval_s (nullptr when 0), for this rank's device.
-  std::unique_ptr<ResourceSampler> start_sampler();
-  // Collective: every rank's samples since the last call into rank 0's run log.
-  void log_samples(ResourceSampler& sampler);
-  // log.profile_steps: starts the profiler on log.profile_rank before the window's first step; after its
-  // last step (or at the end of a run that ends inside it) stops it and, collectively, brings the trace
-  // and the operations table to rank 0's run directory.
-  void profile_before_step();
-  void profile_after_step();
-  void finish_profile();
-  // The peak TFLOP/s of one device for the mfu of epoch records: train.peak_tflops, else the table's
-  // figure for this GPU and precision (see peak_flops.h), else 0. Sets accelerator_ and peak_note_.
-  double resolve_peak_tflops();
 
   TrainConfig config_;  // train.batch_size and train.accumulate as plan_batch() set them
   const Workload& workload_;
@@ -128,6 +125,8 @@ class Trainer final {
   WorkloadData data_;
   int64_t seed_;
   Activity* activity_;
+  CheckpointSchedule schedule_;
+  std::vector<RunObserver*> observers_;
   int64_t first_epoch_ = 1;
   std::string resume_note_;
   std::optional<CheckpointMeta> restored_;
@@ -135,20 +134,7 @@ class Trainer final {
   double restore_s_ = 0.0;  // how long restore() took to read and load the checkpoint
   int64_t global_batch_ = 0;
   std::string batch_note_;  // how the global batch is split, when train.elastic_batch holds it
-  int64_t steps_since_checkpoint_ = 0;  // optimizer steps
-  double last_checkpoint_s_ = 0.0;  // on total_ (rank 0's clock decides every_s)
-  Stopwatch clock_;                 // since construction
-  // FLOPs of this rank's first training steps and their samples (see kFlopCountSteps).
-  int64_t flop_count_steps_ = 0;
-  double counted_flops_ = 0.0;
-  int64_t counted_samples_ = 0;
-  std::vector<std::string> net_interfaces_;  // whose bytes count (network_interfaces_from_environment)
-  std::string accelerator_;  // the GPU's product name, when NVML tells
-  double peak_tflops_ = 0.0;
-  std::string peak_note_;  // where the peak came from, printed after the run header
-  int64_t run_step_ = 0;  // training steps of this run so far, across epochs
-  enum class ProfileWindow { kBefore, kInside, kDone } profile_window_ = ProfileWindow::kBefore;
-  std::unique_ptr<OpProfiler> profiler_;  // on log.profile_rank, inside the window
+  int64_t run_step_ = 0;    // training steps of this run so far, across epochs
 };
 
 }  // namespace dtrain

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "runtime/comm/local_communicator.h"
+#include "runtime/monitor/run_telemetry.h"
 #include "runtime/train/batch_plan.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/trainer.h"
@@ -331,4 +332,111 @@ TEST_CASE("device steps refuse the skip-step policy, which decides on the host",
   LocalCommunicator comm;
   CHECK_THROWS_WITH(test::train_run(config, *workload, comm, {BucketOptions{512, 64}}, c10::Device(c10::DeviceType::CPU), true),
                     Contains("train.on_nonfinite 'skip-step' decides on the host"));
+}
+
+namespace {
+
+// Writes down the hooks a run calls, in order, with the step records; adds a figure of its own to the
+// run_start and epoch_end records.
+class RecordingObserver final : public RunObserver {
+ public:
+  RecordingObserver(std::string name, std::vector<std::string>& calls) : name_(std::move(name)), calls_(calls) {}
+  void run_starting(RunInfo& info) override {
+    note("run_starting");
+    info.accelerator = "recorded accelerator";
+  }
+  void run_started() override { note("run_started"); }
+  void training_begins(int64_t epoch) override { note("training_begins " + std::to_string(epoch)); }
+  void training_ended(int64_t epoch) override { note("training_ended " + std::to_string(epoch)); }
+  void before_step(const StepRecord& s) override { note("before " + text(s)); }
+  void after_step(const StepRecord& s) override { note("after " + text(s)); }
+  void epoch_ending(EpochStats& stats) override {
+    note("epoch_ending " + std::to_string(stats.epoch));
+    stats.flops_per_sample = 7.0;
+  }
+  void epoch_ended(const EpochStats& stats) override { note("epoch_ended " + std::to_string(stats.epoch)); }
+  void run_ending(RunSummary&) override { note("run_ending"); }
+
+ private:
+  static std::string text(const StepRecord& s) {
+    return std::to_string(s.epoch) + ":" + std::to_string(s.step) + ":" + std::to_string(s.run_step) + ":" +
+           std::to_string(s.samples);
+  }
+  void note(const std::string& what) { calls_.push_back(name_ + " " + what); }
+  std::string name_;
+  std::vector<std::string>& calls_;
+};
+
+std::vector<std::string> calls_starting_with(const std::vector<std::string>& calls, const std::string& prefix) {
+  std::vector<std::string> found;
+  for (const std::string& c : calls) {
+    if (c.rfind(prefix, 0) == 0) found.push_back(c);
+  }
+  return found;
+}
+
+}  // namespace
+
+TEST_CASE("observers see the run's hooks in order, and their additions reach the run log", "[train][observer]") {
+  test::TempDir dir;
+  TrainConfig config = test::tiny_config(dir.path());  // 2 epochs of 16 steps of 16 samples
+  auto workload = test::make_tiny_workload();
+  std::vector<std::string> calls;
+  RecordingObserver a("a", calls);
+  RecordingObserver b("b", calls);
+  LocalCommunicator comm;
+  const test::TrainRun run = test::train_run(config, *workload, comm,
+                                             ReducerOptions{BucketOptions{512, 64}}, c10::Device(c10::kCPU), false,
+                                             [&](Trainer& trainer, RunLogger&) {
+                                               trainer.observe(a);
+                                               trainer.observe(b);
+                                             });
+  REQUIRE(calls.size() == 2 * (2 + 2 * (2 + 2 * 16 + 2) + 1));
+  const std::vector<std::string> head(calls.begin(), calls.begin() + 10);
+  CHECK(head == std::vector<std::string>{"a run_starting", "b run_starting", "a run_started", "b run_started",
+                                         "a training_begins 1", "b training_begins 1", "a before 1:1:1:16",
+                                         "b before 1:1:1:16", "b after 1:1:1:16", "a after 1:1:1:16"});
+  // Steps count from 1 in each epoch and across the run; epoch 2's first step is the run's 17th.
+  const std::vector<std::string> befores = calls_starting_with(calls, "a before");
+  REQUIRE(befores.size() == 32);
+  CHECK(befores[16] == "a before 2:1:17:16");
+  CHECK(befores.back() == "a before 2:16:32:16");
+  const std::vector<std::string> tail(calls.end() - 8, calls.end());
+  CHECK(tail == std::vector<std::string>{"a training_ended 2", "b training_ended 2", "a epoch_ending 2",
+                                         "b epoch_ending 2", "a epoch_ended 2", "b epoch_ended 2", "a run_ending",
+                                         "b run_ending"});
+  CHECK(run.result.epochs[1].flops_per_sample == 7.0);
+  std::filesystem::path run_dir = *std::filesystem::directory_iterator(config.log.dir);
+  std::ifstream events(run_dir / "events.jsonl");
+  std::string first;
+  std::getline(events, first);
+  CHECK_THAT(first, Contains("\"accelerator\":\"recorded accelerator\""));
+  std::string second;
+  std::getline(events, second);
+  CHECK_THAT(second, Contains("\"flops_per_sample\":7.0"));
+}
+
+TEST_CASE("run telemetry counts the step's FLOPs and gives TFLOP/s and MFU against the given peak", "[train][observer]") {
+  test::TempDir dir;
+  TrainConfig config = test::tiny_config(dir.path());
+  config.train.peak_tflops = 1e-6;
+  auto workload = test::make_tiny_workload();
+  LocalCommunicator comm;
+  std::unique_ptr<RunTelemetry> telemetry;
+  const test::TrainRun run = test::train_run(config, *workload, comm, ReducerOptions{BucketOptions{512, 64}},
+                                             c10::Device(c10::kCPU), false, [&](Trainer& trainer, RunLogger& logger) {
+                                               telemetry = std::make_unique<RunTelemetry>(trainer.train_options(), comm,
+                                                                                          logger, c10::Device(c10::kCPU));
+                                               trainer.observe(*telemetry);
+                                             });
+  // Linear 8 -> 16 -> 4: forward 2 x (8 x 16 + 16 x 4) per sample; backward the weight gradients again and
+  // the hidden layer's input gradient (the first layer's input needs none).
+  const double flops = 2.0 * (8 * 16 + 16 * 4) + 2.0 * (8 * 16 + 16 * 4) + 2.0 * (16 * 4);
+  for (const EpochStats& e : run.result.epochs) {
+    CHECK(e.flops_per_sample == flops);
+    CHECK(e.tflops_achieved == Approx(flops * e.samples_per_s / 1e12));
+    REQUIRE(e.mfu.has_value());
+    CHECK(*e.mfu == Approx(e.tflops_achieved / 1e-6));
+    CHECK(e.busbw_gbps == 0.0);  // one rank moves nothing
+  }
 }

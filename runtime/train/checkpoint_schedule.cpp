@@ -1,0 +1,71 @@
+#include "runtime/train/checkpoint_schedule.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <optional>
+
+namespace dtrain {
+namespace {
+
+// With checkpoint.every_s, rank 0's clock is consulted (one small broadcast) every this many optimizer
+// steps: the checkpoint comes at most this many steps late, and the steps between pay nothing.
+constexpr int64_t kCheckpointClockSteps = 10;
+
+}  // namespace
+
+CheckpointSchedule::CheckpointSchedule(const CheckpointOptions& options, Communicator& comm)
+    : options_(options), comm_(comm) {}
+
+bool CheckpointSchedule::inside_epochs() const {
+  return options_.enabled && (options_.every_steps > 0 || options_.every_s > 0);
+}
+
+bool CheckpointSchedule::due_after_step() {
+  if (!inside_epochs()) return false;
+  ++steps_since_checkpoint_;
+  if (options_.every_steps > 0 && steps_since_checkpoint_ >= options_.every_steps) return true;
+  if (options_.every_s <= 0 || steps_since_checkpoint_ % kCheckpointClockSteps != 0) return false;
+  at::Tensor due = at::full({1}, comm_.is_root() && clock_.elapsed_s() - last_checkpoint_s_ >= options_.every_s ? 1 : 0, at::kLong);
+  comm_.broadcast(due, 0);
+  return due.item<int64_t>() != 0;
+}
+
+void CheckpointSchedule::saved() {
+  steps_since_checkpoint_ = 0;
+  last_checkpoint_s_ = clock_.elapsed_s();
+}
+
+void CheckpointSchedule::mark_progress(int64_t epoch, int64_t epoch_samples) const {
+  if (!comm_.is_root() || !inside_epochs()) return;
+  Checkpointer(options_, comm_).write_progress(ProgressMark{epoch, epoch_samples, unix_now_s()});
+}
+
+ResumeRecord CheckpointSchedule::resume_record(const CheckpointMeta& restored, int restart_count, double restore_s,
+                                               int64_t samples_per_epoch, int64_t global_batch) const {
+  ResumeRecord resume;
+  resume.checkpoint = restored.path;
+  resume.restart_count = restart_count;
+  resume.from_world_size = restored.world_size;
+  resume.world_size = comm_.world_size();
+  resume.epoch = restored.epoch + 1;
+  resume.step = restored.epoch_steps;
+  resume.epoch_samples = restored.epoch_samples;
+  const double now = unix_now_s();
+  resume.unix_time_s = now;
+  resume.restore_s = restore_s;
+  if (restored.saved_unix_s > 0) resume.lost_s = now - restored.saved_unix_s;
+  if (!comm_.is_root()) return resume;
+  const std::optional<ProgressMark> mark = Checkpointer::read_progress(options_.dir);
+  if (mark && global_batch > 0) {
+    const int64_t saved = restored.epoch * samples_per_epoch + restored.epoch_samples;
+    // The mark follows the checkpoint it accompanies; a group stopped between the two (a node joining
+    // right after a save) left a mark older than the checkpoint, and reached no further.
+    const int64_t reached = std::max((mark->epoch - 1) * samples_per_epoch + mark->epoch_samples, saved);
+    resume.steps_redone = (reached - saved) / global_batch;
+    resume.restart_s = now - std::max(mark->unix_s, restored.saved_unix_s);
+  }
+  return resume;
+}
+
+}  // namespace dtrain

@@ -127,6 +127,8 @@ def cases(root, checkpoint):
         "train.accumulate 2: the biggan step updates the discriminator, then the generator, on every batch")
     add("biggan at an image size without a layout", ["--workload", "biggan", "--synthetic", "--image-size", "48"], CONFIG,
         "data.image_size 48: the biggan workload has layouts for 32x32 and 64x64 images; use 32 or 64")
+    add("--profile-rank beyond the world", ["--synthetic", "--profile-steps", "1:2", "--profile-rank", "5"], CONFIG,
+        "log.profile_rank is 5, but the run has ranks 0 to 1", ranks=2)
     add("--sync-batchnorm for a model without BatchNorm", ["--synthetic", "--sync-batchnorm"], CONFIG,
         "train.sync_batchnorm is set, but the mnist workload's model has no BatchNorm layers to sync", ranks=2)
     for value in ["60,30", "30,", "x", "0,5"]:

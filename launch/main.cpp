@@ -152,7 +152,7 @@ class Job final {
  public:
   // `launcher`: the environment as the launcher left it, read before MPI started.
   Job(Session& session, LauncherEnv launcher)
-      : session_(session), mpi_(dynamic_cast<MpiSession*>(&session)), launcher_(std::move(launcher)) {}
+      : session_(session), launcher_(std::move(launcher)) {}
 
   int run(int argc, char** argv);
 
@@ -175,7 +175,6 @@ class Job final {
   void warn(const std::string& message);
 
   Session& session_;
-  MpiSession* mpi_;  // the session when MPI started the ranks: the heartbeat runs over it
   LauncherEnv launcher_;
   std::string launcher_note_;  // a warning about the launcher's variables, for the run log
   std::string restart_note_;   // why a restarted group resumes
@@ -198,7 +197,7 @@ int Job::run(int argc, char** argv) {
   Failure failure = failure_of([&] {
     cmd = parse_command_line(argc, argv);
     if (cmd.show_help || cmd.show_version || cmd.list_workloads) return;
-    if (mpi_ != nullptr) launcher_note_ = check_launcher(launcher_, session_.world_size());
+    if (session_.mpi_world()) launcher_note_ = check_launcher(launcher_, session_.world_size());
     workload = registry.create(cmd.config.workload);
     cmd.config = configure_workload(*workload, cmd.config, cmd.sources);
     apply_launcher(cmd.config, cmd.sources);
@@ -357,7 +356,7 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
 }
 
 void Job::apply_launcher(TrainConfig& config, const ConfigSources& sources) {
-  if (mpi_ == nullptr && !launcher_.mpi_variable.empty()) {
+  if (!session_.mpi_world() && !launcher_.mpi_variable.empty()) {
     launcher_note_ = "ignoring the MPI launcher's variables (" + launcher_.mpi_variable +
                      "): comm.bootstrap is 'env', so the ranks come from torchrun's (" + launcher_.torch_summary + ")";
   }
@@ -373,19 +372,20 @@ void Job::apply_launcher(TrainConfig& config, const ConfigSources& sources) {
 
 void Job::start_heartbeat(double timeout_s) {
   if (session_.world_size() == 1) return;
-  if (mpi_ == nullptr) {
+  const std::optional<MpiWorld> mpi = session_.mpi_world();
+  if (!mpi) {
     // Under torchrun, Gloo's and NCCL's timeouts bound every wait and the agent restarts the group; the
     // store heartbeat names the rank a stalled collective waits for. Without it a run still fails at the
     // timeout, only without the name: a store that cannot take a connection more is worth a note only.
-    if (auto* store_session = dynamic_cast<StoreSession*>(&session_)) {
+    if (session_.store_endpoint()) {
       const Failure failure = failure_of([&] {
-        store_heartbeat_ = std::make_unique<StoreHeartbeat>(*store_session, activity_, StoreHeartbeatOptions{});
+        store_heartbeat_ = std::make_unique<StoreHeartbeat>(session_, activity_, StoreHeartbeatOptions{});
       });
       if (failure.failed()) std::cerr << session_.origin().prefix() << "dtrain: note: " << failure.message << std::endl;
     }
     return;
   }
-  if (!mpi_->has_thread_multiple()) {
+  if (!mpi->thread_multiple) {
     if (session_.is_root()) {
       std::cerr << "dtrain: note: this MPI provides no MPI_THREAD_MULTIPLE, so no heartbeat runs: a stuck rank "
                    "still fails the job after comm.timeout_s, but cannot be named"
@@ -398,7 +398,7 @@ void Job::start_heartbeat(double timeout_s) {
   callbacks.on_peer_fatal = [this](int rank, const std::string& message, const ActivitySnapshot& where) {
     if (RunLogger* logger = log_sink_.load()) logger->error(message, rank, where);
   };
-  heartbeat_ = std::make_unique<Heartbeat>(*mpi_, activity_, heartbeat_options_for(timeout_s), std::move(callbacks));
+  heartbeat_ = std::make_unique<Heartbeat>(session_, activity_, heartbeat_options_for(timeout_s), std::move(callbacks));
 }
 
 void Job::stop_heartbeat() {

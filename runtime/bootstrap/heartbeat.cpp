@@ -157,7 +157,7 @@ HeartbeatOptions heartbeat_options_for(double timeout_s) {
 }
 
 struct Heartbeat::State {
-  State(const MpiSession& session, const Activity& a, HeartbeatOptions o, HeartbeatCallbacks c)
+  State(const Session& session, const Activity& a, HeartbeatOptions o, HeartbeatCallbacks c)
       : rank(session.rank()),
         world_size(session.world_size()),
         hosts(session.hostnames()),
@@ -594,10 +594,13 @@ struct Heartbeat::State {
   }
 };
 
-Heartbeat::Heartbeat(const MpiSession& session, const Activity& activity, HeartbeatOptions options,
+Heartbeat::Heartbeat(const Session& session, const Activity& activity, HeartbeatOptions options,
                      HeartbeatCallbacks callbacks)
     : state_(std::make_unique<State>(session, activity, options, std::move(callbacks))) {
-  DTRAIN_CHECK_AT(session.has_thread_multiple(), CommError, session.origin(),
+  const std::optional<MpiWorld> world = session.mpi_world();
+  DTRAIN_CHECK_AT(world.has_value(), CommError, session.origin(),
+                  "the heartbeat runs over MPI and needs ranks that an MPI launcher started");
+  DTRAIN_CHECK_AT(world->thread_multiple, CommError, session.origin(),
                   "the heartbeat needs MPI_THREAD_MULTIPLE, which this MPI did not provide");
   DTRAIN_CHECK(session.world_size() > 1, CommError, "the heartbeat needs more than one rank");
   DTRAIN_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &state_->comm));

@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "runtime/bootstrap/mpi_session.h"
+#include "runtime/bootstrap/session.h"
 #include "runtime/util/activity.h"
 
 namespace dtrain {
@@ -38,7 +38,7 @@ class Heartbeat final {
  public:
   // Collective: duplicates MPI_COMM_WORLD and starts the thread. Needs session.has_thread_multiple()
   // and a world size above 1. `activity` must outlive the heartbeat. Throws CommError.
-  Heartbeat(const MpiSession& session, const Activity& activity, HeartbeatOptions options,
+  Heartbeat(const Session& session, const Activity& activity, HeartbeatOptions options,
             HeartbeatCallbacks callbacks);
   // Stops the thread without the goodbye exchange: for error paths, where peers may be gone and the job
   // is about to be aborted.

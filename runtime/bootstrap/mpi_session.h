@@ -25,6 +25,7 @@ class MpiSession final : public Session {
 
   BootstrapKind kind() const override { return BootstrapKind::kMpi; }
   std::string description() const override { return mpi_library_version_; }
+  std::optional<MpiWorld> mpi_world() const override { return MpiWorld{thread_multiple_}; }
   Failure first_error(const Failure& local, const WaitOptions& wait) const override;
   std::string broadcast(const std::string& bytes, int root, const WaitOptions& wait,
                         const std::string& what) const override;

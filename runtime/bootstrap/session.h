@@ -7,6 +7,7 @@
 
 #include <c10/util/intrusive_ptr.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,20 @@ struct Failure {
   ErrorOrigin origin;
   bool failed() const { return exit_code != 0; }
   std::string text() const { return origin.prefix() + message; }  // as printed
+};
+
+// What MPI offers code that runs over the ranks' MPI world (MpiCommunicator, the Heartbeat), when MPI
+// started the ranks. Both duplicate MPI_COMM_WORLD for themselves.
+struct MpiWorld {
+  bool thread_multiple = false;  // threads other than the main one may call MPI (MPI_THREAD_MULTIPLE)
+};
+
+// Where the launcher's c10d store listens (torchrun's MASTER_ADDR:MASTER_PORT), for code that opens a
+// connection of its own to it (the store heartbeat), and which start of the group this is.
+struct StoreEndpoint {
+  std::string host;
+  int port = 0;
+  int restart_count = 0;  // keys of one start of the group carry it
 };
 
 class Session {
@@ -53,6 +68,10 @@ class Session {
   virtual int restart_count() const { return 0; }
   // For the run header: "Open MPI v4.1.4", "torchrun (store at node-0:29500, restart 1 of 3)".
   virtual std::string description() const = 0;
+  // The capabilities a kind of session has: the MPI world when MPI started the ranks, the launcher's
+  // store when the ranks met through one. Empty otherwise.
+  virtual std::optional<MpiWorld> mpi_world() const { return std::nullopt; }
+  virtual std::optional<StoreEndpoint> store_endpoint() const { return std::nullopt; }
 
   // Collective. Every rank passes its own failure (exit_code 0 for none); every rank gets the same
   // result: the failure of the lowest failing rank, with its origin (that rank, unless the failure had

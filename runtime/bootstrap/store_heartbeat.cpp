@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/util/check.h"
 #include "runtime/util/error.h"
 
 namespace dtrain {
@@ -129,25 +130,27 @@ struct StoreHeartbeat::State {
   }
 };
 
-StoreHeartbeat::StoreHeartbeat(const StoreSession& session, const Activity& activity, StoreHeartbeatOptions options)
+StoreHeartbeat::StoreHeartbeat(const Session& session, const Activity& activity, StoreHeartbeatOptions options)
     : state_(std::make_shared<State>()) {
+  const std::optional<StoreEndpoint> endpoint = session.store_endpoint();
+  DTRAIN_CHECK_AT(endpoint.has_value(), CommError, session.origin(),
+                  "the store heartbeat needs ranks that met through a launcher's c10d store (comm.bootstrap 'env')");
   State& s = *state_;
   s.activity = &activity;
   s.options = options;
   s.rank = session.rank();
   s.world_size = session.world_size();
   s.hosts = session.hostnames();
-  const TorchEnv& env = session.env();
-  s.address = env.master_addr + ":" + std::to_string(env.master_port);
+  s.address = endpoint->host + ":" + std::to_string(endpoint->port);
   c10d::TCPStoreOptions store_options;
-  store_options.port = static_cast<std::uint16_t>(env.master_port);
+  store_options.port = static_cast<std::uint16_t>(endpoint->port);
   store_options.isServer = false;
   store_options.waitWorkers = false;
   store_options.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.store_timeout_s * 1000.0));
   try {
-    auto tcp = c10::make_intrusive<c10d::TCPStore>(env.master_addr, store_options);
+    auto tcp = c10::make_intrusive<c10d::TCPStore>(endpoint->host, store_options);
     // The keys of this start of the group only, beside the session's own.
-    s.store = c10::make_intrusive<c10d::PrefixStore>("dtrain/heartbeat_" + std::to_string(env.restart_count), tcp);
+    s.store = c10::make_intrusive<c10d::PrefixStore>("dtrain/heartbeat_" + std::to_string(endpoint->restart_count), tcp);
   } catch (const std::exception& e) {
     throw CommError(session.origin(), "the heartbeat cannot reach the c10d store at " + s.address + ": " + e.what());
   }

@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "runtime/bootstrap/store_session.h"
+#include "runtime/bootstrap/session.h"
 #include "runtime/util/activity.h"
 
 namespace dtrain {
@@ -23,7 +23,7 @@ class StoreHeartbeat final {
  public:
   // Local (no collective): connects to the session's store and starts the thread. `activity` must
   // outlive the heartbeat. Throws CommError when the store cannot be reached.
-  StoreHeartbeat(const StoreSession& session, const Activity& activity, StoreHeartbeatOptions options);
+  StoreHeartbeat(const Session& session, const Activity& activity, StoreHeartbeatOptions options);
   ~StoreHeartbeat();  // stops the thread, within one store timeout
   StoreHeartbeat(const StoreHeartbeat&) = delete;
   StoreHeartbeat& operator=(const StoreHeartbeat&) = delete;

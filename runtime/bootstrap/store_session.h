@@ -30,6 +30,9 @@ class StoreSession final : public Session {
   bool elastic_agent() const override { return env_.elastic_agent; }
   int restart_count() const override { return env_.restart_count; }
   std::string description() const override;
+  std::optional<StoreEndpoint> store_endpoint() const override {
+    return StoreEndpoint{env_.master_addr, env_.master_port, env_.restart_count};
+  }
   Failure first_error(const Failure& local, const WaitOptions& wait) const override;
   std::string broadcast(const std::string& bytes, int root, const WaitOptions& wait,
                         const std::string& what) const override;

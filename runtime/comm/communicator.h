@@ -7,6 +7,8 @@
 #include <memory>
 #include <string>
 
+#include "runtime/util/error.h"
+
 namespace dtrain {
 
 enum class ReduceOp { kSum, kAverage };
@@ -23,6 +25,9 @@ class Work {
   virtual void wait() = 0;
 };
 
+// The collectives are non-virtual fronts: they check what every backend needs (contiguous tensors, an
+// average only of floating-point values, a root among the ranks), with this rank's origin in the
+// message, then call the backend's implementation, which checks only what is its own (device, dtype).
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -35,14 +40,14 @@ class Communicator {
   // tensor (float, double, bfloat16, half, int32, int64) and returns at once; the tensor must not be
   // touched until wait(). Every backend takes CPU tensors; CUDA tensors go to NCCL, or via host memory.
   // kAverage divides by world_size (floating types only).
-  virtual std::unique_ptr<Work> allreduce_async(at::Tensor tensor, ReduceOp op) = 0;
+  std::unique_ptr<Work> allreduce_async(at::Tensor tensor, ReduceOp op);
 
   // Collective, blocking: replaces `tensor` on every rank with root's contents (same shape everywhere).
-  virtual void broadcast(at::Tensor& tensor, int root) = 0;
+  void broadcast(at::Tensor& tensor, int root);
 
-  // Collective, blocking, for small values: stacks every rank's `tensor` (same shape everywhere) into a new
-  // tensor of shape [world_size, ...], indexed by rank.
-  virtual at::Tensor allgather(const at::Tensor& tensor) = 0;
+  // Collective, blocking, for small values: stacks every rank's `tensor` (same shape everywhere, any
+  // layout) into a new tensor of shape [world_size, ...], indexed by rank.
+  at::Tensor allgather(const at::Tensor& tensor);
 
   // Collective, blocking.
   virtual void barrier() = 0;
@@ -51,6 +56,14 @@ class Communicator {
   void allreduce(at::Tensor& tensor, ReduceOp op) { allreduce_async(tensor, op)->wait(); }
 
   bool is_root() const { return rank() == 0; }
+
+ protected:
+  // The backend's collectives, called with arguments the fronts checked (allgather's tensor contiguous).
+  virtual std::unique_ptr<Work> allreduce_checked(at::Tensor tensor, ReduceOp op) = 0;
+  virtual void broadcast_checked(at::Tensor& tensor, int root) = 0;
+  virtual at::Tensor allgather_checked(const at::Tensor& tensor) = 0;
+  // This rank as the backend's errors name it (rank, world size, host).
+  virtual ErrorOrigin error_origin() const = 0;
 };
 
 }  // namespace dtrain

@@ -50,11 +50,10 @@ struct GlooCommunicator::Impl {
 
 namespace {
 
+// What Gloo takes beyond the fronts' checks: CPU tensors of its dtypes.
 void check_tensor(const at::Tensor& tensor, const ErrorOrigin& origin, const char* what) {
   DTRAIN_CHECK_AT(!tensor.is_cuda(), CommError, origin,
                   "gloo " << what << ": tensors must be on the CPU (use --backend nccl on GPUs)");
-  DTRAIN_CHECK_AT(tensor.is_contiguous(), CommError, origin,
-                  "gloo " << what << ": tensor must be contiguous (shape " << tensor.sizes() << ")");
   const at::ScalarType type = tensor.scalar_type();
   DTRAIN_CHECK_AT(type == at::kFloat || type == at::kDouble || type == at::kHalf || type == at::kInt ||
                       type == at::kLong || type == at::kByte || type == at::kChar,
@@ -123,10 +122,10 @@ GlooCommunicator::GlooCommunicator(Session& session, const GlooOptions& options)
 
 GlooCommunicator::~GlooCommunicator() = default;
 
-std::unique_ptr<Work> GlooCommunicator::allreduce_async(at::Tensor tensor, ReduceOp op) {
+ErrorOrigin GlooCommunicator::error_origin() const { return impl_->origin; }
+
+std::unique_ptr<Work> GlooCommunicator::allreduce_checked(at::Tensor tensor, ReduceOp op) {
   check_tensor(tensor, impl_->origin, "allreduce");
-  DTRAIN_CHECK_AT(op == ReduceOp::kSum || tensor.is_floating_point(), CommError, impl_->origin,
-                  "gloo allreduce average needs a floating-point tensor, got " << tensor.scalar_type());
   std::vector<at::Tensor> tensors{tensor};
   c10d::AllreduceOptions options;
   options.reduceOp = c10d::ReduceOp::SUM;
@@ -135,18 +134,16 @@ std::unique_ptr<Work> GlooCommunicator::allreduce_async(at::Tensor tensor, Reduc
                                     op == ReduceOp::kAverage ? world_size_ : 1);
 }
 
-void GlooCommunicator::broadcast(at::Tensor& tensor, int root) {
+void GlooCommunicator::broadcast_checked(at::Tensor& tensor, int root) {
   check_tensor(tensor, impl_->origin, "broadcast");
-  DTRAIN_CHECK_AT(root >= 0 && root < world_size_, CommError, impl_->origin,
-                  "broadcast root " << root << " out of range [0, " << world_size_ << ")");
   std::vector<at::Tensor> tensors{tensor};
   c10d::BroadcastOptions options;
   options.rootRank = root;
   impl_->run("broadcast from rank " + std::to_string(root), [&] { return impl_->group->broadcast(tensors, options); });
 }
 
-at::Tensor GlooCommunicator::allgather(const at::Tensor& tensor) {
-  at::Tensor input = tensor.contiguous();
+at::Tensor GlooCommunicator::allgather_checked(const at::Tensor& tensor) {
+  const at::Tensor& input = tensor;
   check_tensor(input, impl_->origin, "allgather");
   std::vector<std::vector<at::Tensor>> outputs(1);
   for (int r = 0; r < world_size_; ++r) outputs[0].push_back(at::empty_like(input));

@@ -31,13 +31,16 @@ class GlooCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
   std::string backend_name() const override { return "gloo"; }
-  // CPU tensors of float, double, half, int32 or int64 (Gloo in this LibTorch has no bfloat16).
-  std::unique_ptr<Work> allreduce_async(at::Tensor tensor, ReduceOp op) override;
-  void broadcast(at::Tensor& tensor, int root) override;
-  at::Tensor allgather(const at::Tensor& tensor) override;
   void barrier() override;
 
   struct Impl;
+
+ protected:
+  // CPU tensors of float, double, half, int32 or int64 (Gloo in this LibTorch has no bfloat16).
+  std::unique_ptr<Work> allreduce_checked(at::Tensor tensor, ReduceOp op) override;
+  void broadcast_checked(at::Tensor& tensor, int root) override;
+  at::Tensor allgather_checked(const at::Tensor& tensor) override;
+  ErrorOrigin error_origin() const override;
 
  private:
   std::unique_ptr<Impl> impl_;

@@ -11,10 +11,13 @@ class LocalCommunicator final : public Communicator {
   int rank() const override { return 0; }
   int world_size() const override { return 1; }
   std::string backend_name() const override { return "local"; }
-  std::unique_ptr<Work> allreduce_async(at::Tensor tensor, ReduceOp op) override;
-  void broadcast(at::Tensor& tensor, int root) override;
-  at::Tensor allgather(const at::Tensor& tensor) override;
   void barrier() override {}
+
+ protected:
+  std::unique_ptr<Work> allreduce_checked(at::Tensor tensor, ReduceOp op) override;
+  void broadcast_checked(at::Tensor& tensor, int root) override {}
+  at::Tensor allgather_checked(const at::Tensor& tensor) override;
+  ErrorOrigin error_origin() const override { return ErrorOrigin{}; }  // one rank: no rank to name
 };
 
 }  // namespace dtrain

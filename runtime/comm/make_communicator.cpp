@@ -7,7 +7,6 @@
 #include <functional>
 #include <optional>
 
-#include "runtime/bootstrap/mpi_session.h"
 #include "runtime/comm/mpi_communicator.h"
 #include "runtime/device/gpu_assignment.h"
 #include "runtime/util/error.h"
@@ -91,7 +90,7 @@ std::unique_ptr<Communicator> make_nccl_communicator(const CommSetup& setup, Ses
   nccl.on_fatal = setup.on_fatal;
   nccl.compute_stream = torch_compute_stream();
   std::unique_ptr<Communicator> host;
-  if (const auto* mpi = dynamic_cast<const MpiSession*>(&session)) host = std::make_unique<MpiCommunicator>(*mpi, setup.wait);
+  if (session.mpi_world()) host = std::make_unique<MpiCommunicator>(session, setup.wait);
   return std::make_unique<NcclCommunicator>(session, std::move(host), nccl);
 }
 #else
@@ -212,11 +211,7 @@ int select_cuda_device(const Session& session, BackendKind backend) {
 
 std::unique_ptr<Communicator> make_communicator(const CommSetup& setup, Session& session) {
   std::unique_ptr<Communicator> comm;
-  if (setup.backend == BackendKind::kMpi) {
-    const auto* mpi = dynamic_cast<const MpiSession*>(&session);
-    if (mpi == nullptr) throw ConfigError("comm.backend 'mpi' needs ranks that an MPI launcher started (comm.bootstrap 'mpi')");
-    comm = std::make_unique<MpiCommunicator>(*mpi, setup.wait);
-  }
+  if (setup.backend == BackendKind::kMpi) comm = std::make_unique<MpiCommunicator>(session, setup.wait);
   if (setup.backend == BackendKind::kNccl) comm = make_nccl_communicator(setup, session);
   if (setup.backend == BackendKind::kGloo) comm = make_gloo_communicator(setup, session);
   if (comm) return comm;

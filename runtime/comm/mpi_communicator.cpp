@@ -114,8 +114,10 @@ class MpiWork final : public Work {
 
 }  // namespace
 
-MpiCommunicator::MpiCommunicator(const MpiSession& session, WaitOptions wait)
+MpiCommunicator::MpiCommunicator(const Session& session, WaitOptions wait)
     : impl_(std::make_unique<Impl>()), rank_(session.rank()), world_size_(session.world_size()), wait_(std::move(wait)) {
+  DTRAIN_CHECK(session.mpi_world().has_value(), ConfigError,
+               "comm.backend 'mpi' needs ranks that an MPI launcher started (comm.bootstrap 'mpi')");
   DTRAIN_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &impl_->comm));
   DTRAIN_MPI_CHECK(MPI_Comm_set_errhandler(impl_->comm, MPI_ERRORS_RETURN));
   DTRAIN_MPI_CHECK(MPI_Op_create(&sum_16bit<c10::BFloat16>, /*commute=*/1, &impl_->bfloat16_sum));
@@ -131,11 +133,9 @@ MpiCommunicator::~MpiCommunicator() {
   if (impl_->comm != MPI_COMM_NULL) MPI_Comm_free(&impl_->comm);
 }
 
-std::unique_ptr<Work> MpiCommunicator::allreduce_async(at::Tensor tensor, ReduceOp op) {
-  DTRAIN_CHECK_AT(op == ReduceOp::kSum || tensor.is_floating_point(), CommError, detail::mpi_origin(),
-                  "allreduce average needs a floating-point tensor, got " << tensor.scalar_type());
-  DTRAIN_CHECK_AT(tensor.is_contiguous(), CommError, detail::mpi_origin(),
-                  "allreduce: tensor must be contiguous (shape " << tensor.sizes() << ")");
+ErrorOrigin MpiCommunicator::error_origin() const { return detail::mpi_origin(); }
+
+std::unique_ptr<Work> MpiCommunicator::allreduce_checked(at::Tensor tensor, ReduceOp op) {
   at::Tensor host = host_copy(tensor);
   at::Tensor device = tensor.is_cuda() ? std::move(tensor) : at::Tensor();
   const int count = mpi_count(host, "allreduce");
@@ -148,11 +148,7 @@ std::unique_ptr<Work> MpiCommunicator::allreduce_async(at::Tensor tensor, Reduce
   return std::make_unique<MpiWork>(std::move(host), std::move(device), op, world_size_, wait_, request);
 }
 
-void MpiCommunicator::broadcast(at::Tensor& tensor, int root) {
-  DTRAIN_CHECK_AT(root >= 0 && root < world_size_, CommError, detail::mpi_origin(),
-                  "broadcast root " << root << " out of range [0, " << world_size_ << ")");
-  DTRAIN_CHECK_AT(tensor.is_contiguous(), CommError, detail::mpi_origin(),
-                  "broadcast: tensor must be contiguous (shape " << tensor.sizes() << ")");
+void MpiCommunicator::broadcast_checked(at::Tensor& tensor, int root) {
   at::Tensor host = host_copy(tensor);
   const int count = mpi_count(host, "broadcast");
   MPI_Request request = MPI_REQUEST_NULL;
@@ -161,8 +157,8 @@ void MpiCommunicator::broadcast(at::Tensor& tensor, int root) {
   if (tensor.is_cuda()) tensor.copy_(host);
 }
 
-at::Tensor MpiCommunicator::allgather(const at::Tensor& tensor) {
-  at::Tensor input = host_copy(tensor.contiguous());
+at::Tensor MpiCommunicator::allgather_checked(const at::Tensor& tensor) {
+  at::Tensor input = host_copy(tensor);
   const int count = mpi_count(input, "allgather");
   std::vector<int64_t> shape{world_size_};
   shape.insert(shape.end(), input.sizes().begin(), input.sizes().end());

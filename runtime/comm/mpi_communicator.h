@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "runtime/bootstrap/mpi_session.h"
+#include "runtime/bootstrap/session.h"
 #include "runtime/bootstrap/wait_options.h"
 #include "runtime/comm/communicator.h"
 
@@ -14,18 +14,21 @@ namespace dtrain {
 
 class MpiCommunicator final : public Communicator {
  public:
-  // Collective over all ranks of `session` (duplicates its communicator). `wait` bounds every wait and
-  // says how to report a stalled one.
-  MpiCommunicator(const MpiSession& session, WaitOptions wait);
+  // Collective over all ranks of `session` (duplicates its MPI communicator). `wait` bounds every wait and
+  // says how to report a stalled one. Throws ConfigError when MPI did not start the ranks.
+  MpiCommunicator(const Session& session, WaitOptions wait);
   ~MpiCommunicator() override;
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
   std::string backend_name() const override { return "mpi"; }
-  std::unique_ptr<Work> allreduce_async(at::Tensor tensor, ReduceOp op) override;
-  void broadcast(at::Tensor& tensor, int root) override;
-  at::Tensor allgather(const at::Tensor& tensor) override;
   void barrier() override;
+
+ protected:
+  std::unique_ptr<Work> allreduce_checked(at::Tensor tensor, ReduceOp op) override;
+  void broadcast_checked(at::Tensor& tensor, int root) override;
+  at::Tensor allgather_checked(const at::Tensor& tensor) override;
+  ErrorOrigin error_origin() const override;
 
  private:
   struct Impl;  // holds the MPI_Comm

@@ -218,9 +218,8 @@ struct NcclState {
     return op;
   }
 
+  // What NCCL takes beyond the fronts' checks: a tensor on this rank's GPU.
   size_t check_tensor(const at::Tensor& tensor, const char* what) const {
-    DTRAIN_CHECK_AT(tensor.is_contiguous(), CommError, detail::device_origin(),
-                    what << ": tensor must be contiguous (shape " << tensor.sizes() << ")");
     DTRAIN_CHECK_AT(tensor.device().index() == options.device, CommError, detail::device_origin(),
                     what << ": tensor is on " << tensor.device() << ", but this rank's NCCL communicator uses cuda:"
                          << options.device);
@@ -369,7 +368,9 @@ int NcclCommunicator::rank() const { return impl_->rank; }
 int NcclCommunicator::world_size() const { return impl_->world_size; }
 int NcclCommunicator::device() const { return impl_->options.device; }
 
-std::unique_ptr<Work> NcclCommunicator::allreduce_async(at::Tensor tensor, ReduceOp op) {
+ErrorOrigin NcclCommunicator::error_origin() const { return detail::device_origin(); }
+
+std::unique_ptr<Work> NcclCommunicator::allreduce_checked(at::Tensor tensor, ReduceOp op) {
   if (!tensor.is_cuda()) {
     if (impl_->host) return impl_->host->allreduce_async(std::move(tensor), op);
     at::Tensor staged = tensor.to(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(impl_->options.device)));
@@ -380,8 +381,6 @@ std::unique_ptr<Work> NcclCommunicator::allreduce_async(at::Tensor tensor, Reduc
   impl.throw_if_failed();
   const size_t count = impl.check_tensor(tensor, "allreduce");
   const ncclDataType_t type = nccl_type(tensor);
-  DTRAIN_CHECK_AT(op == ReduceOp::kSum || tensor.is_floating_point(), CommError, detail::device_origin(),
-                  "allreduce average needs a floating-point tensor, got " << tensor.scalar_type());
   const std::string what = "ncclAllReduce of " + std::to_string(tensor.nbytes()) + " bytes";
   impl.order_after_compute();
   DTRAIN_NCCL_CHECK(impl,
@@ -391,7 +390,7 @@ std::unique_ptr<Work> NcclCommunicator::allreduce_async(at::Tensor tensor, Reduc
   return std::make_unique<NcclWork>(impl, std::move(tensor), impl.finish_enqueue(what));
 }
 
-void NcclCommunicator::broadcast(at::Tensor& tensor, int root) {
+void NcclCommunicator::broadcast_checked(at::Tensor& tensor, int root) {
   if (!tensor.is_cuda()) {
     if (impl_->host) return impl_->host->broadcast(tensor, root);
     at::Tensor staged = tensor.to(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(impl_->options.device)));
@@ -401,8 +400,6 @@ void NcclCommunicator::broadcast(at::Tensor& tensor, int root) {
   }
   detail::NcclState& impl = *impl_;
   impl.throw_if_failed();
-  DTRAIN_CHECK_AT(root >= 0 && root < impl.world_size, CommError, detail::device_origin(),
-                  "broadcast root " << root << " out of range [0, " << impl.world_size << ")");
   const size_t count = impl.check_tensor(tensor, "broadcast");
   const std::string what = "ncclBroadcast of " + std::to_string(tensor.nbytes()) + " bytes from rank " + std::to_string(root);
   impl.order_after_compute();
@@ -413,14 +410,14 @@ void NcclCommunicator::broadcast(at::Tensor& tensor, int root) {
   impl.wait_host(*op);
 }
 
-at::Tensor NcclCommunicator::allgather(const at::Tensor& tensor) {
+at::Tensor NcclCommunicator::allgather_checked(const at::Tensor& tensor) {
   if (!tensor.is_cuda()) {
     if (impl_->host) return impl_->host->allgather(tensor);
     return allgather(tensor.to(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(impl_->options.device)))).cpu();
   }
   detail::NcclState& impl = *impl_;
   impl.throw_if_failed();
-  at::Tensor input = tensor.contiguous();
+  const at::Tensor& input = tensor;
   const size_t count = impl.check_tensor(input, "allgather");
   std::vector<int64_t> shape{impl.world_size};
   shape.insert(shape.end(), input.sizes().begin(), input.sizes().end());

@@ -45,16 +45,19 @@ class NcclCommunicator final : public Communicator {
   int world_size() const override;
   std::string backend_name() const override { return "nccl"; }
 
-  // CUDA tensors on options.device: ncclAllReduce (ncclAvg for kAverage) on the communication stream.
-  // wait() orders the compute stream after it and returns without blocking the host; is_completed()
-  // asks the GPU. float, double, half, bfloat16, int8, uint8, int32, int64. CPU tensors: see the constructor.
-  std::unique_ptr<Work> allreduce_async(at::Tensor tensor, ReduceOp op) override;
-  // Blocking (host waits for the GPU, within timeout_s).
-  void broadcast(at::Tensor& tensor, int root) override;
-  at::Tensor allgather(const at::Tensor& tensor) override;
   void barrier() override;
 
   int device() const;
+
+ protected:
+  // CUDA tensors on options.device: ncclAllReduce (ncclAvg for kAverage) on the communication stream.
+  // wait() orders the compute stream after it and returns without blocking the host; is_completed()
+  // asks the GPU. float, double, half, bfloat16, int8, uint8, int32, int64. CPU tensors: see the constructor.
+  std::unique_ptr<Work> allreduce_checked(at::Tensor tensor, ReduceOp op) override;
+  // Blocking (host waits for the GPU, within timeout_s).
+  void broadcast_checked(at::Tensor& tensor, int root) override;
+  at::Tensor allgather_checked(const at::Tensor& tensor) override;
+  ErrorOrigin error_origin() const override;
 
  private:
   std::unique_ptr<detail::NcclState> impl_;

@@ -93,12 +93,15 @@ class SumsInsteadOfAverages final : public Communicator {
   int rank() const override { return inner_.rank(); }
   int world_size() const override { return inner_.world_size(); }
   std::string backend_name() const override { return inner_.backend_name(); }
-  std::unique_ptr<Work> allreduce_async(at::Tensor tensor, ReduceOp) override {
+  void barrier() override { inner_.barrier(); }
+
+ protected:
+  std::unique_ptr<Work> allreduce_checked(at::Tensor tensor, ReduceOp) override {
     return inner_.allreduce_async(std::move(tensor), ReduceOp::kSum);
   }
-  void broadcast(at::Tensor& tensor, int root) override { inner_.broadcast(tensor, root); }
-  at::Tensor allgather(const at::Tensor& tensor) override { return inner_.allgather(tensor); }
-  void barrier() override { inner_.barrier(); }
+  void broadcast_checked(at::Tensor& tensor, int root) override { inner_.broadcast(tensor, root); }
+  at::Tensor allgather_checked(const at::Tensor& tensor) override { return inner_.allgather(tensor); }
+  ErrorOrigin error_origin() const override { return ErrorOrigin{inner_.rank(), inner_.world_size(), {}}; }
 
  private:
   Communicator& inner_;

@@ -30,13 +30,16 @@ class RecordingCommunicator final : public Communicator {
   int rank() const override { return 0; }
   int world_size() const override { return 2; }
   std::string backend_name() const override { return "recording"; }
-  std::unique_ptr<Work> allreduce_async(at::Tensor tensor, ReduceOp op) override {
+  void barrier() override {}
+
+ protected:
+  std::unique_ptr<Work> allreduce_checked(at::Tensor tensor, ReduceOp op) override {
     launches.push_back({static_cast<int64_t>(tensor.nbytes()), grads_missing ? grads_missing() : -1});
     return local_.allreduce_async(tensor, ReduceOp::kSum);
   }
-  void broadcast(at::Tensor& tensor, int root) override {}
-  at::Tensor allgather(const at::Tensor& tensor) override { return at::stack({tensor, tensor}); }
-  void barrier() override {}
+  void broadcast_checked(at::Tensor& tensor, int root) override {}
+  at::Tensor allgather_checked(const at::Tensor& tensor) override { return at::stack({tensor, tensor}); }
+  ErrorOrigin error_origin() const override { return ErrorOrigin{0, 2, {}}; }
 
  private:
   LocalCommunicator local_;

@@ -134,13 +134,13 @@ void check_same_configuration(const std::string& mine, const std::string& root) 
 }
 
 // Each workload with what it trains, its data and the defaults it sets over the generic ones.
-void print_workloads(const WorkloadRegistry& registry) {
+void print_workloads(const WorkloadRegistry& registry, const ConfigSchema& schema) {
   bool first = true;
   for (const std::string& name : registry.names()) {
     const std::unique_ptr<Workload> workload = registry.create(name);
     std::cout << (first ? "" : "\n") << name << ": " << registry.description(name) << "\n"
               << "  data: " << workload->data_format() << "\n  defaults:";
-    for (const auto& [key, value] : workload_recipe(*workload)) std::cout << " " << key << "=" << value;
+    for (const auto& [key, value] : workload_recipe(*workload, schema)) std::cout << " " << key << "=" << value;
     std::cout << "\n";
     first = false;
   }
@@ -151,8 +151,8 @@ void print_workloads(const WorkloadRegistry& registry) {
 class Job final {
  public:
   // `launcher`: the environment as the launcher left it, read before MPI started.
-  Job(Session& session, LauncherEnv launcher)
-      : session_(session), launcher_(std::move(launcher)) {}
+  Job(Session& session, LauncherEnv launcher, const WorkloadRegistry& registry, const ConfigSchema& schema)
+      : session_(session), launcher_(std::move(launcher)), registry_(registry), schema_(schema) {}
 
   int run(int argc, char** argv);
 
@@ -176,6 +176,9 @@ class Job final {
 
   Session& session_;
   LauncherEnv launcher_;
+  const WorkloadRegistry& registry_;
+  const ConfigSchema& schema_;  // the generic options and the registry's workloads'
+
   std::string launcher_note_;  // a warning about the launcher's variables, for the run log
   std::string restart_note_;   // why a restarted group resumes
   Activity activity_;
@@ -186,20 +189,17 @@ class Job final {
 };
 
 int Job::run(int argc, char** argv) {
-  WorkloadRegistry registry;
-  register_builtin_workloads(registry);
-
   CommandLine cmd;
   std::unique_ptr<Workload> workload;
   BackendKind backend = BackendKind::kMpi;
   DeviceKind device = DeviceKind::kCpu;
   int cuda_device = -1;
   Failure failure = failure_of([&] {
-    cmd = parse_command_line(argc, argv);
+    cmd = parse_command_line(argc, argv, schema_);
     if (cmd.show_help || cmd.show_version || cmd.list_workloads) return;
     if (session_.mpi_world()) launcher_note_ = check_launcher(launcher_, session_.world_size());
-    workload = registry.create(cmd.config.workload);
-    cmd.config = configure_workload(*workload, cmd.config, cmd.sources);
+    workload = registry_.create(cmd.config.workload);
+    cmd.config = configure_workload(*workload, cmd.config, cmd.sources, schema_);
     apply_launcher(cmd.config, cmd.sources);
     validate_config(cmd.config, cmd.sources);
     if (cmd.print_config) return;
@@ -218,13 +218,13 @@ int Job::run(int argc, char** argv) {
   }
   if (cmd.show_help || cmd.show_version || cmd.list_workloads || cmd.print_config) {
     if (session_.is_root()) {
-      if (cmd.show_help) std::cout << help_text();
+      if (cmd.show_help) std::cout << help_text(schema_);
       if (cmd.show_version) {
         std::cout << "dtrain " << DTRAIN_VERSION << " (" << libtorch_description() << "; backends: "
                   << join(available_backends()) << "; devices: " << join(available_devices()) << ")\n";
       }
-      if (cmd.list_workloads) print_workloads(registry);
-      if (cmd.print_config) std::cout << to_yaml(cmd.config);
+      if (cmd.list_workloads) print_workloads(registry_, schema_);
+      if (cmd.print_config) std::cout << to_yaml(cmd.config, schema_);
       std::cout << std::flush;
       if (!std::cout) {
         std::cerr << "dtrain: error: cannot write to standard output" << std::endl;
@@ -235,7 +235,7 @@ int Job::run(int argc, char** argv) {
   }
   // Every rank must train the same thing with the same dtrain: a node with another image, or another YAML
   // file at the same path, would otherwise train a different model into the same collectives.
-  const std::string mine = "dtrain " + std::string(DTRAIN_VERSION) + " (" + libtorch_description() + ")\n" + to_yaml(cmd.config);
+  const std::string mine = "dtrain " + std::string(DTRAIN_VERSION) + " (" + libtorch_description() + ")\n" + to_yaml(cmd.config, schema_);
   failure = failure_of([&] {
     const std::string root = session_.broadcast(mine, 0, WaitOptions{cmd.config.comm.timeout_s, &activity_, {}},
                                                 "rank 0's configuration");
@@ -328,8 +328,8 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
 
   RunInfo info;
   info.workload = config.workload;
-  info.config_yaml = to_yaml(config);
-  info.config_changes = config_changes(config);
+  info.config_yaml = to_yaml(config, schema_);
+  info.config_changes = config_changes(config, schema_);
   if (run_dir) info.run_name = run_dir->name();
   info.checkpoint_dir = run_config.checkpoint.dir;
   info.world_size = session_.world_size();
@@ -456,10 +456,11 @@ namespace {
 // The session the launcher's environment and comm.bootstrap ask for. The configuration is read here
 // only for comm.bootstrap and comm.timeout_s (how long to wait for the other ranks): its errors are
 // reported after the ranks have met, once, by the parse every rank repeats.
-std::unique_ptr<Session> start_session(int* argc, char*** argv, const LauncherEnv& launcher) {
+std::unique_ptr<Session> start_session(int* argc, char*** argv, const LauncherEnv& launcher,
+                                       const ConfigSchema& schema) {
   CommOptions comm;
   try {
-    comm = parse_command_line(*argc, *argv).config.comm;
+    comm = parse_command_line(*argc, *argv, schema).config.comm;
   } catch (const std::exception&) {
   }
   if (choose_bootstrap(comm.bootstrap, launcher) == BootstrapKind::kEnv) {
@@ -473,9 +474,12 @@ std::unique_ptr<Session> start_session(int* argc, char*** argv, const LauncherEn
 
 int main(int argc, char** argv) {
   const dtrain::LauncherEnv launcher = dtrain::read_launcher_env(dtrain::process_environment());
+  dtrain::WorkloadRegistry registry;
+  dtrain::register_builtin_workloads(registry);
+  const dtrain::ConfigSchema schema(registry.config_fields());
   std::unique_ptr<dtrain::Session> session;
   try {
-    session = dtrain::start_session(&argc, &argv, launcher);
+    session = dtrain::start_session(&argc, &argv, launcher, schema);
   } catch (const dtrain::Error& e) {
     std::cerr << "dtrain: error: " << e.what() << std::endl;
     return dtrain::exit_code_of(e);
@@ -483,7 +487,7 @@ int main(int argc, char** argv) {
     std::cerr << "dtrain: cannot start: " << e.what() << std::endl;
     return dtrain::kExitComm;
   }
-  dtrain::Job job(*session, launcher);
+  dtrain::Job job(*session, launcher, registry, schema);
   dtrain::Failure failure;
   try {
     return job.run(argc, argv);

@@ -1,4 +1,5 @@
-// The workload registry: names to factories, filled explicitly by register_builtin_workloads().
+// The workload registry: names to factories and the options each workload declares, filled explicitly by
+// register_builtin_workloads().
 #pragma once
 
 #include <functional>
@@ -7,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/config/config_fields.h"
 #include "runtime/train/workload.h"
 
 namespace dtrain {
@@ -15,8 +17,10 @@ using WorkloadFactory = std::function<std::unique_ptr<Workload>()>;
 
 class WorkloadRegistry final {
  public:
-  // Throws Error if `name` is already registered.
-  void add(const std::string& name, const std::string& description, WorkloadFactory factory);
+  // `options`: the configuration fields of the workload's own options, keys under "<name>."; they become
+  // its (ConfigField::workload). Throws Error if `name` is already registered.
+  void add(const std::string& name, const std::string& description, WorkloadFactory factory,
+           std::vector<ConfigField> options = {});
 
   // Throws ConfigError "unknown workload 'mnsit'; available: cifar10, mnist".
   std::unique_ptr<Workload> create(const std::string& name) const;
@@ -24,16 +28,20 @@ class WorkloadRegistry final {
   bool contains(const std::string& name) const { return entries_.count(name) > 0; }
   std::vector<std::string> names() const;  // sorted
   const std::string& description(const std::string& name) const;
+  // Every workload's option fields, for ConfigSchema.
+  std::vector<ConfigField> config_fields() const;
 
  private:
   struct Entry {
     std::string description;
     WorkloadFactory factory;
+    std::vector<ConfigField> options;
   };
   std::map<std::string, Entry> entries_;
 };
 
-// Adds every workload shipped with dtrain.
+// Adds every workload shipped with dtrain: each folder of workloads/ defines
+// register_<folder>_workloads(WorkloadRegistry&).
 void register_builtin_workloads(WorkloadRegistry& registry);
 
 }  // namespace dtrain

@@ -1,12 +1,16 @@
 // The run configuration as plain data. The generic defaults live here; a workload's recipe overrides
-// some of them (Workload::apply_defaults), and the YAML file and flags override both. The CLI help and
+// some of them (Workload::apply_defaults), and the YAML file and flags override both. A workload's own
+// options (biggan.d_steps) live in its section of workload_options, declared in its folder. The CLI help and
 // the YAML reference read the generic ones from these structs; --print-config shows the merged result.
 #pragma once
 
+#include <any>
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
+
+#include "runtime/util/error.h"
 
 namespace dtrain {
 
@@ -61,12 +65,6 @@ struct TrainOptions {
   Precision precision = Precision::kFp32;  // bf16/fp16: autocast; fp16 adds a dynamic loss scale
   bool channels_last = false;  // 4-d activations and weights in NHWC memory order (faster convolutions on GPUs)
   bool sync_batchnorm = false;  // BatchNorm batch statistics over the global batch (all ranks) in training
-  // GANs (biggan): discriminator steps per generator step, and the moving average of the generator's
-  // weights: ema = decay x ema + (1 - decay) x generator after each generator step, a plain copy for the
-  // first ema_start of them; decay 0 keeps no average.
-  int64_t d_steps = 1;
-  double ema_decay = 0.0;
-  int64_t ema_start = 0;
   NonFinitePolicy on_nonfinite = NonFinitePolicy::kStop;  // see docs/failures.md
   double peak_tflops = 0.0;  // one device's peak TFLOP/s at the run's precision, for MFU; 0 = unknown
 };
@@ -111,7 +109,6 @@ struct LogOptions {
   int64_t interval = 10;  // steps between the "Train Epoch" lines of the training metrics; 0 = none
   ProgressMode progress = ProgressMode::kAuto;
   double progress_interval_s = 5.0;  // seconds between two lines of progress: lines
-  int64_t sample_every = 0;  // generative workloads: epochs between sample images in the run directory; 0 = none
   double sample_interval_s = 1.0;  // seconds between resource samples (CPU, memory, GPU, network) per rank; 0 = none
   StepRange profile_steps;  // steps profiled with LibTorch's profiler (trace and operations table); none by default
   int64_t profile_rank = 0;  // the rank that profiles them
@@ -130,6 +127,37 @@ struct CheckpointOptions {
   double every_s = 0.0;
 };
 
+// The options a workload declares itself (biggan.d_steps): one struct of the workload's own per section
+// ("biggan"), set through the fields it contributes to the ConfigSchema. A section never set reads as its
+// struct's defaults, so the generic configuration needs to know no workload.
+class WorkloadOptions {
+ public:
+  template <class Section>
+  const Section& get(const std::string& section) const {
+    const auto it = sections_.find(section);
+    if (it == sections_.end()) {
+      static const Section defaults{};
+      return defaults;
+    }
+    return checked<Section>(it->second, section);
+  }
+
+  template <class Section>
+  Section& edit(const std::string& section) {
+    return const_cast<Section&>(checked<Section>(sections_.try_emplace(section, Section{}).first->second, section));
+  }
+
+ private:
+  template <class Section>
+  static const Section& checked(const std::any& value, const std::string& section) {
+    const Section* typed = std::any_cast<Section>(&value);
+    if (typed == nullptr) throw Error("the options of section '" + section + "' are read as another type than they were set as");
+    return *typed;
+  }
+
+  std::map<std::string, std::any> sections_;
+};
+
 struct TrainConfig {
   std::string workload = "mnist";
   TrainOptions train;
@@ -137,6 +165,7 @@ struct TrainConfig {
   CommOptions comm;
   LogOptions log;
   CheckpointOptions checkpoint;
+  WorkloadOptions workload_options;
 };
 
 // Where each key's value came from ("--batch-size", "run.yaml"); keys left at their default are absent.

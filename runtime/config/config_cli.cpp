@@ -11,7 +11,7 @@
 namespace dtrain {
 namespace {
 
-cxxopts::Options make_options() {
+cxxopts::Options make_options(const ConfigSchema& schema) {
   cxxopts::Options options("dtrain",
                            "Data-parallel training across MPI ranks: mpirun -np N dtrain --workload NAME\n\n"
                            "The defaults shown are the generic ones; each workload's recipe replaces some of them\n"
@@ -26,7 +26,7 @@ cxxopts::Options make_options() {
       ("version", "print the dtrain version and exit")
       ("h,help", "show this help");
   const TrainConfig defaults;
-  for (const ConfigField& field : config_fields()) {
+  for (const ConfigField& field : schema.fields()) {
     std::string help = field.help + " [" + field.key + "]";
     const std::string default_text = field.format(defaults);
     help += " (default: " + (default_text.empty() ? std::string("none") : default_text) + ")";
@@ -41,8 +41,8 @@ cxxopts::Options make_options() {
 
 }  // namespace
 
-CommandLine parse_command_line(int argc, const char* const* argv) {
-  cxxopts::Options options = make_options();
+CommandLine parse_command_line(int argc, const char* const* argv, const ConfigSchema& schema) {
+  cxxopts::Options options = make_options(schema);
   CommandLine cmd;
   cxxopts::ParseResult parsed;
   try {
@@ -60,9 +60,9 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
   cmd.list_workloads = parsed.count("list-workloads") > 0;
   if (parsed.count("config")) {
     cmd.config_path = parsed["config"].as<std::string>();
-    apply_yaml_file(cmd.config_path, cmd.config, cmd.sources);
+    apply_yaml_file(cmd.config_path, schema, cmd.config, cmd.sources);
   }
-  for (const ConfigField& field : config_fields()) {
+  for (const ConfigField& field : schema.fields()) {
     if (parsed.count(field.flag) == 0) continue;
     const std::string origin = "--" + field.flag;
     field.parse(cmd.config, parsed[field.flag].as<std::string>(), origin);
@@ -71,15 +71,15 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
   return cmd;
 }
 
-std::string help_text() {
+std::string help_text(const ConfigSchema& schema) {
   std::vector<std::string> groups{"general"};
-  for (const ConfigField& field : config_fields()) {
+  for (const ConfigField& field : schema.fields()) {
     const auto dot = field.key.find('.');
     if (dot == std::string::npos) continue;
     const std::string group = field.key.substr(0, dot);
     if (groups.back() != group) groups.push_back(group);
   }
-  return make_options().help(groups);
+  return make_options(schema).help(groups);
 }
 
 }  // namespace dtrain

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "runtime/config/config.h"
+#include "runtime/config/config_fields.h"
 
 namespace dtrain {
 
@@ -17,11 +18,12 @@ struct CommandLine {
   bool list_workloads = false;
 };
 
-// Parses argv (YAML file, then flags). Throws ConfigError for unknown flags, stray arguments and bad
-// values. Does not validate cross-field rules: see validate_config.
-CommandLine parse_command_line(int argc, const char* const* argv);
+// Parses argv (YAML file, then flags) for the fields of `schema`. Throws ConfigError for unknown flags,
+// stray arguments and bad values. Does not validate cross-field rules: see validate_config.
+CommandLine parse_command_line(int argc, const char* const* argv, const ConfigSchema& schema);
 
-// The --help text; defaults are read from TrainConfig{}.
-std::string help_text();
+// The --help text, a group per section (a workload's options under its name); defaults are read from
+// TrainConfig{}.
+std::string help_text(const ConfigSchema& schema);
 
 }  // namespace dtrain

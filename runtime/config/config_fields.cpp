@@ -123,12 +123,7 @@ std::string format_double(double value) {
   return os.str();
 }
 
-template <class T>
-using Ref = T& (*)(TrainConfig&);
-
-// Upper bound of counts (epochs, batch sizes, steps): 2^30 is far beyond any real run, and a product of
-// such a count with a world size or another count (up to 2^30 as well) still fits int64.
-constexpr int64_t kMaxCount = int64_t{1} << 30;
+constexpr int64_t kMaxCount = kMaxConfigCount;
 
 ConfigField make_field(std::string key, std::string flag, std::string help, std::string value_hint,
                        bool is_bool = false) {
@@ -141,8 +136,10 @@ ConfigField make_field(std::string key, std::string flag, std::string help, std:
   return field;
 }
 
-ConfigField int_field(std::string key, std::string flag, std::string help, Ref<int64_t> ref, int64_t min_value,
-                      int64_t max_value = std::numeric_limits<int64_t>::max()) {
+}  // namespace
+
+ConfigField int_field(std::string key, std::string flag, std::string help, FieldRef<int64_t> ref, int64_t min_value,
+                      int64_t max_value) {
   ConfigField field = make_field(key, std::move(flag), std::move(help), "INT");
   std::string expected = "an integer >= " + std::to_string(min_value);
   if (max_value != std::numeric_limits<int64_t>::max()) {
@@ -155,16 +152,15 @@ ConfigField int_field(std::string key, std::string flag, std::string help, Ref<i
     auto [ptr, ec] = std::from_chars(text.data(), end, value);
     if (text.empty() || ec != std::errc() || ptr != end) bad_value(key, origin, expected, text);
     if (value < min_value || value > max_value) bad_value(key, origin, expected, text);
-    ref(c) = value;
+    ref.edit(c) = value;
   };
-  field.format = [ref](const TrainConfig& c) { return std::to_string(ref(const_cast<TrainConfig&>(c))); };
-  field.copy = [ref](TrainConfig& to, const TrainConfig& from) { ref(to) = ref(const_cast<TrainConfig&>(from)); };
+  field.format = [ref](const TrainConfig& c) { return std::to_string(ref.read(c)); };
+  field.copy = [ref](TrainConfig& to, const TrainConfig& from) { ref.edit(to) = ref.read(from); };
   return field;
 }
 
-// A finite float in (min_value, max_value] or [min_value, max_value] when min_inclusive.
-ConfigField float_field(std::string key, std::string flag, std::string help, Ref<double> ref, double min_value,
-                        bool min_inclusive, double max_value = std::numeric_limits<double>::infinity()) {
+ConfigField float_field(std::string key, std::string flag, std::string help, FieldRef<double> ref, double min_value,
+                        bool min_inclusive, double max_value) {
   ConfigField field = make_field(key, std::move(flag), std::move(help), "FLOAT");
   std::string expected = std::string("a number ") + (min_inclusive ? ">= " : "> ") + format_double(min_value);
   if (std::isfinite(max_value)) expected += " and <= " + format_double(max_value);
@@ -178,44 +174,46 @@ ConfigField float_field(std::string key, std::string flag, std::string help, Ref
     }
     const bool above_min = min_inclusive ? value >= min_value : value > min_value;
     if (!above_min || value > max_value) bad_value(key, origin, expected, text);
-    ref(c) = value;
+    ref.edit(c) = value;
   };
-  field.format = [ref](const TrainConfig& c) { return format_double(ref(const_cast<TrainConfig&>(c))); };
-  field.copy = [ref](TrainConfig& to, const TrainConfig& from) { ref(to) = ref(const_cast<TrainConfig&>(from)); };
+  field.format = [ref](const TrainConfig& c) { return format_double(ref.read(c)); };
+  field.copy = [ref](TrainConfig& to, const TrainConfig& from) { ref.edit(to) = ref.read(from); };
   return field;
 }
 
-ConfigField bool_field(std::string key, std::string flag, std::string help, Ref<bool> ref) {
+ConfigField bool_field(std::string key, std::string flag, std::string help, FieldRef<bool> ref) {
   ConfigField field = make_field(key, std::move(flag), std::move(help), "BOOL", true);
   field.parse = [key, ref](TrainConfig& c, const std::string& text, const std::string& origin) {
     if (text == "true") {
-      ref(c) = true;
+      ref.edit(c) = true;
     } else if (text == "false") {
-      ref(c) = false;
+      ref.edit(c) = false;
     } else {
       bad_value(key, origin, "true or false", text);
     }
   };
-  field.format = [ref](const TrainConfig& c) { return std::string(ref(const_cast<TrainConfig&>(c)) ? "true" : "false"); };
-  field.copy = [ref](TrainConfig& to, const TrainConfig& from) { ref(to) = ref(const_cast<TrainConfig&>(from)); };
+  field.format = [ref](const TrainConfig& c) { return std::string(ref.read(c) ? "true" : "false"); };
+  field.copy = [ref](TrainConfig& to, const TrainConfig& from) { ref.edit(to) = ref.read(from); };
   return field;
 }
 
-ConfigField string_field(std::string key, std::string flag, std::string help, Ref<std::string> ref,
-                         bool allow_empty, std::string value_hint = "PATH") {
+ConfigField string_field(std::string key, std::string flag, std::string help, FieldRef<std::string> ref,
+                         bool allow_empty, std::string value_hint) {
   ConfigField field = make_field(key, std::move(flag), std::move(help), std::move(value_hint));
   field.parse = [key, ref, allow_empty](TrainConfig& c, const std::string& text, const std::string& origin) {
     if (!allow_empty && text.empty()) bad_value(key, origin, "a non-empty string", text);
-    ref(c) = text;
+    ref.edit(c) = text;
   };
-  field.format = [ref](const TrainConfig& c) { return ref(const_cast<TrainConfig&>(c)); };
-  field.copy = [ref](TrainConfig& to, const TrainConfig& from) { ref(to) = ref(const_cast<TrainConfig&>(from)); };
+  field.format = [ref](const TrainConfig& c) { return ref.read(c); };
+  field.copy = [ref](TrainConfig& to, const TrainConfig& from) { ref.edit(to) = ref.read(from); };
   return field;
 }
 
+namespace {
+
 // A comma-separated list of increasing positive integers ("30,60,80"; a YAML list works too); empty is
 // allowed.
-ConfigField int_list_field(std::string key, std::string flag, std::string help, Ref<std::vector<int64_t>> ref) {
+ConfigField int_list_field(std::string key, std::string flag, std::string help, FieldRef<std::vector<int64_t>> ref) {
   ConfigField field = make_field(key, std::move(flag), std::move(help), "INT,INT,...");
   field.is_list = true;
   field.parse = [key, ref](TrainConfig& c, const std::string& text, const std::string& origin) {
@@ -240,25 +238,25 @@ ConfigField int_list_field(std::string key, std::string flag, std::string help, 
       begin = end + 1;
       if (end + 1 == text.size()) bad_value(key, origin, expected, text);  // a trailing comma
     }
-    ref(c) = std::move(values);
+    ref.edit(c) = std::move(values);
   };
   field.format = [ref](const TrainConfig& c) {
     std::string text;
-    for (int64_t value : ref(const_cast<TrainConfig&>(c))) text += (text.empty() ? "" : ",") + std::to_string(value);
+    for (int64_t value : ref.read(c)) text += (text.empty() ? "" : ",") + std::to_string(value);
     return text;
   };
-  field.copy = [ref](TrainConfig& to, const TrainConfig& from) { ref(to) = ref(const_cast<TrainConfig&>(from)); };
+  field.copy = [ref](TrainConfig& to, const TrainConfig& from) { ref.edit(to) = ref.read(from); };
   return field;
 }
 
 // "A:B" with 1 <= A <= B (steps A to B), or "" for none.
-ConfigField step_range_field(std::string key, std::string flag, std::string help, Ref<StepRange> ref) {
+ConfigField step_range_field(std::string key, std::string flag, std::string help, FieldRef<StepRange> ref) {
   ConfigField field = make_field(key, std::move(flag), std::move(help), "A:B");
   field.parse = [key, ref](TrainConfig& c, const std::string& text, const std::string& origin) {
     const std::string expected = "FIRST:LAST with 1 <= FIRST <= LAST (training steps, counted from 1 across epochs), "
                                  "such as 20:25, or an empty string for none";
     if (text.empty()) {
-      ref(c) = StepRange{};
+      ref.edit(c) = StepRange{};
       return;
     }
     const size_t colon = text.find(':');
@@ -272,32 +270,32 @@ ConfigField step_range_field(std::string key, std::string flag, std::string help
         range.last > kMaxCount) {
       bad_value(key, origin, expected, text);
     }
-    ref(c) = range;
+    ref.edit(c) = range;
   };
   field.format = [ref](const TrainConfig& c) {
-    const StepRange& range = ref(const_cast<TrainConfig&>(c));
+    const StepRange& range = ref.read(c);
     return range.empty() ? std::string() : std::to_string(range.first) + ":" + std::to_string(range.last);
   };
-  field.copy = [ref](TrainConfig& to, const TrainConfig& from) { ref(to) = ref(const_cast<TrainConfig&>(from)); };
+  field.copy = [ref](TrainConfig& to, const TrainConfig& from) { ref.edit(to) = ref.read(from); };
   return field;
 }
 
 template <class E>
-ConfigField enum_field(std::string key, std::string flag, std::string help, Ref<E> ref, std::vector<E> values) {
+ConfigField enum_field(std::string key, std::string flag, std::string help, FieldRef<E> ref, std::vector<E> values) {
   std::string choices;
   for (E value : values) choices += (choices.empty() ? "" : "|") + std::string(to_string(value));
   ConfigField field = make_field(key, std::move(flag), std::move(help), choices);
   field.parse = [key, ref, values, choices](TrainConfig& c, const std::string& text, const std::string& origin) {
     for (E value : values) {
       if (text == to_string(value)) {
-        ref(c) = value;
+        ref.edit(c) = value;
         return;
       }
     }
     bad_value(key, origin, "one of " + choices, text);
   };
-  field.format = [ref](const TrainConfig& c) { return std::string(to_string(ref(const_cast<TrainConfig&>(c)))); };
-  field.copy = [ref](TrainConfig& to, const TrainConfig& from) { ref(to) = ref(const_cast<TrainConfig&>(from)); };
+  field.format = [ref](const TrainConfig& c) { return std::string(to_string(ref.read(c))); };
+  field.copy = [ref](TrainConfig& to, const TrainConfig& from) { ref.edit(to) = ref.read(from); };
   return field;
 }
 
@@ -393,15 +391,6 @@ std::vector<ConfigField> build_fields() {
                          "BatchNorm statistics over all ranks' samples in training (SyncBatchNorm), for small "
                          "per-rank batches",
                          [](TrainConfig& c) -> bool& { return c.train.sync_batchnorm; }));
-  f.push_back(int_field("train.d_steps", "d-steps", "GANs: discriminator steps per generator step",
-                        [](TrainConfig& c) -> int64_t& { return c.train.d_steps; }, 1, 1024));
-  f.push_back(float_field("train.ema_decay", "ema-decay",
-                          "GANs: decay of the moving average of the generator's weights, which evaluation and "
-                          "samples use (0 = no average)",
-                          [](TrainConfig& c) -> double& { return c.train.ema_decay; }, 0.0, true, 0.999999));
-  f.push_back(int_field("train.ema_start", "ema-start",
-                        "GANs: generator steps during which the average copies the generator before it decays",
-                        [](TrainConfig& c) -> int64_t& { return c.train.ema_start; }, 0, kMaxCount));
   f.push_back(float_field("train.peak_tflops", "peak-tflops",
                           "one device's peak TFLOP/s at the run's precision: epoch records then carry the model "
                           "FLOPs utilisation (mfu); 0 = unknown",
@@ -474,10 +463,6 @@ std::vector<ConfigField> build_fields() {
   f.push_back(float_field("log.progress_interval_s", "progress-interval-s",
                           "seconds between two lines of --progress lines",
                           [](TrainConfig& c) -> double& { return c.log.progress_interval_s; }, 0.0, false, 86400.0));
-  f.push_back(int_field("log.sample_every", "sample-every",
-                        "generative workloads (biggan): write a PNG grid of samples to the run directory every N "
-                        "epochs and after the last (0 = none)",
-                        [](TrainConfig& c) -> int64_t& { return c.log.sample_every; }, 0, kMaxCount));
   f.push_back(float_field("log.sample_interval_s", "sample-interval-s",
                           "seconds between samples of each rank's CPU, memory, GPU and network use, written to the "
                           "run log as `sample` events (0 = none)",
@@ -513,21 +498,35 @@ std::vector<ConfigField> build_fields() {
 
 }  // namespace
 
-const std::vector<ConfigField>& config_fields() {
-  static const std::vector<ConfigField> fields = build_fields();
-  return fields;
+ConfigSchema::ConfigSchema(std::vector<ConfigField> workload_fields) : fields_(build_fields()) {
+  for (ConfigField& field : workload_fields) {
+    if (field.workload.empty() || field.key.rfind(field.workload + ".", 0) != 0) {
+      throw Error("configuration key '" + field.key + "' must be under its workload's name ('" + field.workload +
+                  ".')");
+    }
+    fields_.push_back(std::move(field));
+  }
+  for (size_t i = 0; i < fields_.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (fields_[i].key == fields_[j].key || fields_[i].flag == fields_[j].flag) {
+        throw Error("configuration keys '" + fields_[j].key + "' and '" + fields_[i].key + "' share " +
+                    (fields_[i].key == fields_[j].key ? "their key" : "the flag --" + fields_[i].flag));
+      }
+    }
+  }
 }
 
-const ConfigField* find_config_field(const std::string& key) {
-  for (const ConfigField& field : config_fields()) {
+const ConfigField* ConfigSchema::find(const std::string& key) const {
+  for (const ConfigField& field : fields_) {
     if (field.key == key) return &field;
   }
   return nullptr;
 }
 
-TrainConfig overlay_keys(TrainConfig base, const TrainConfig& user, const ConfigSources& sources) {
+TrainConfig overlay_keys(TrainConfig base, const TrainConfig& user, const ConfigSources& sources,
+                         const ConfigSchema& schema) {
   for (const auto& [key, origin] : sources) {
-    const ConfigField* field = find_config_field(key);
+    const ConfigField* field = schema.find(key);
     if (field == nullptr) throw Error("configuration key '" + key + "' (from " + origin + ") has no field");
     field->copy(base, user);
   }

@@ -16,9 +16,9 @@
 namespace dtrain {
 namespace {
 
-std::string known_keys_under(const std::string& prefix) {
+std::string known_keys_under(const ConfigSchema& schema, const std::string& prefix) {
   std::string keys;
-  for (const ConfigField& field : config_fields()) {
+  for (const ConfigField& field : schema.fields()) {
     if (field.key.rfind(prefix, 0) == 0) keys += (keys.empty() ? "" : ", ") + field.key;
   }
   return keys;
@@ -28,8 +28,8 @@ const char* kind_of(const YAML::Node& node) {
   return node.IsMap() ? "mapping" : node.IsSequence() ? "list" : node.IsNull() ? "null" : "value";
 }
 
-void apply_node(const YAML::Node& node, const std::string& prefix, const std::string& origin, TrainConfig& config,
-                ConfigSources& sources, std::set<std::string>& seen) {
+void apply_node(const YAML::Node& node, const std::string& prefix, const std::string& origin,
+                const ConfigSchema& schema, TrainConfig& config, ConfigSources& sources, std::set<std::string>& seen) {
   const std::string section = prefix.empty() ? "" : prefix.substr(0, prefix.size() - 1);
   for (const auto& entry : node) {
     if (!entry.first.IsScalar()) {
@@ -40,14 +40,14 @@ void apply_node(const YAML::Node& node, const std::string& prefix, const std::st
     const std::string key = prefix + entry.first.Scalar();
     if (!seen.insert(key).second) throw ConfigError(origin + ": " + key + " is set twice; keep one");
     const YAML::Node& value = entry.second;
-    const ConfigField* field = find_config_field(key);
+    const ConfigField* field = schema.find(key);
     if (field == nullptr) {
-      if (value.IsMap() && !known_keys_under(key + ".").empty()) {
-        apply_node(value, key + ".", origin, config, sources, seen);
+      if (value.IsMap() && !known_keys_under(schema, key + ".").empty()) {
+        apply_node(value, key + ".", origin, schema, config, sources, seen);
         continue;
       }
       throw ConfigError(origin + ": unknown key '" + key + "'; known keys" +
-                        (section.empty() ? "" : " in '" + section + "'") + ": " + known_keys_under(prefix));
+                        (section.empty() ? "" : " in '" + section + "'") + ": " + known_keys_under(schema, prefix));
     }
     if (field->is_list && value.IsSequence()) {
       std::string joined;
@@ -73,8 +73,8 @@ void apply_node(const YAML::Node& node, const std::string& prefix, const std::st
 
 }  // namespace
 
-void apply_yaml_text(const std::string& yaml_text, const std::string& origin, TrainConfig& config,
-                     ConfigSources& sources) {
+void apply_yaml_text(const std::string& yaml_text, const std::string& origin, const ConfigSchema& schema,
+                     TrainConfig& config, ConfigSources& sources) {
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
@@ -87,10 +87,11 @@ void apply_yaml_text(const std::string& yaml_text, const std::string& origin, Tr
                       kind_of(root));
   }
   std::set<std::string> seen;
-  apply_node(root, "", origin, config, sources, seen);
+  apply_node(root, "", origin, schema, config, sources, seen);
 }
 
-void apply_yaml_file(const std::string& path, TrainConfig& config, ConfigSources& sources) {
+void apply_yaml_file(const std::string& path, const ConfigSchema& schema, TrainConfig& config,
+                     ConfigSources& sources) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     throw ConfigError("--config '" + path + "' is a directory; expected a YAML file");
@@ -103,14 +104,15 @@ void apply_yaml_file(const std::string& path, TrainConfig& config, ConfigSources
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) throw ConfigError("cannot read config file '" + path + "': read error");
-  apply_yaml_text(text.str(), path, config, sources);
+  apply_yaml_text(text.str(), path, schema, config, sources);
 }
 
-std::string to_yaml(const TrainConfig& config) {
+std::string to_yaml(const TrainConfig& config, const ConfigSchema& schema) {
   YAML::Emitter out;
   out << YAML::BeginMap;
   std::string open_section;
-  for (const ConfigField& field : config_fields()) {
+  for (const ConfigField& field : schema.fields()) {
+    if (!ConfigSchema::applies(field, config.workload)) continue;
     const auto dot = field.key.find('.');
     const std::string section = dot == std::string::npos ? "" : field.key.substr(0, dot);
     const std::string name = dot == std::string::npos ? field.key : field.key.substr(dot + 1);
@@ -138,10 +140,11 @@ std::string to_yaml(const TrainConfig& config) {
   return std::string(out.c_str()) + "\n";
 }
 
-std::vector<std::string> config_changes(const TrainConfig& config) {
+std::vector<std::string> config_changes(const TrainConfig& config, const ConfigSchema& schema) {
   const TrainConfig defaults;
   std::vector<std::string> changes;
-  for (const ConfigField& field : config_fields()) {
+  for (const ConfigField& field : schema.fields()) {
+    if (!ConfigSchema::applies(field, config.workload)) continue;
     const std::string value = field.format(config);
     if (value == field.format(defaults)) continue;
     changes.push_back(field.key + ": " + (field.is_list ? "[" + value + "]" : value));

@@ -5,20 +5,23 @@
 #include <vector>
 
 #include "runtime/config/config.h"
+#include "runtime/config/config_fields.h"
 
 namespace dtrain {
 
 // Applies every key of the YAML document to `config`, recording `origin` in `sources`.
 // Throws ConfigError for unreadable files, syntax errors, unknown keys and bad values.
-void apply_yaml_text(const std::string& yaml_text, const std::string& origin, TrainConfig& config,
+void apply_yaml_text(const std::string& yaml_text, const std::string& origin, const ConfigSchema& schema,
+                     TrainConfig& config, ConfigSources& sources);
+void apply_yaml_file(const std::string& path, const ConfigSchema& schema, TrainConfig& config,
                      ConfigSources& sources);
-void apply_yaml_file(const std::string& path, TrainConfig& config, ConfigSources& sources);
 
-// The effective configuration as a YAML document that apply_yaml_text accepts unchanged.
-std::string to_yaml(const TrainConfig& config);
+// The effective configuration as a YAML document that apply_yaml_text accepts unchanged: the generic
+// keys and those of config.workload.
+std::string to_yaml(const TrainConfig& config, const ConfigSchema& schema);
 
 // The keys of `config` whose values differ from the generic defaults (TrainConfig{}), in the order
 // to_yaml lists them, each as "key: value" ("train.lr: 1", "train.lr_milestones: [30, 60]").
-std::vector<std::string> config_changes(const TrainConfig& config);
+std::vector<std::string> config_changes(const TrainConfig& config, const ConfigSchema& schema);
 
 }  // namespace dtrain

@@ -1,7 +1,6 @@
 // Citation graphs in the LINQS text format (Cora, CiteSeer as published by LINQS): NAME.content has one
 // paper per line, "<paper id> <feature>... <class label>" (whitespace-separated, binary bag-of-words
-// features), and NAME.cites one citation per line, "<cited paper id> <citing paper id>". Also: the
-// Planetoid split (Yang et al. 2016) drawn reproducibly, the GCN's normalised adjacency, and generated
+// features), and NAME.cites one citation per line, "<cited paper id> <citing paper id>". Also generated
 // graphs with communities in the same form for tests and --synthetic.
 #pragma once
 
@@ -39,22 +38,6 @@ CitationFiles find_citation_files(const std::string& dir);
 // fields, a citation of a paper the content file lacks (unless `drop_dangling`: then such citations are
 // left out and counted, as CiteSeer's published files need), an empty file.
 CitationGraph read_citation_graph(const CitationFiles& files, bool drop_dangling);
-
-// The Planetoid split: `per_class` labelled training nodes of each class, then `val` and `test` nodes
-// from the rest, all drawn from one permutation seeded by `seed` (the same split on every rank and
-// run). Throws DataError when a class has fewer than `per_class` nodes or too few nodes remain.
-struct NodeSplit {
-  at::Tensor train, val, test;  // int64 node indices, ascending
-};
-NodeSplit planetoid_split(const at::Tensor& labels, int64_t num_classes, int64_t per_class, int64_t val, int64_t test,
-                          uint64_t seed);
-
-// D^-1/2 (A + I) D^-1/2 as a coalesced sparse COO float32 [N, N] tensor, where A is the symmetric 0/1
-// adjacency of `edges` (direction and duplicates ignored) and D the degrees of A + I (Kipf & Welling).
-at::Tensor normalized_adjacency(const at::Tensor& edges, int64_t num_nodes);
-
-// Rows scaled to sum 1 (rows of zeros stay zero): the GCN reference's feature preprocessing.
-at::Tensor row_normalized(const at::Tensor& features);
 
 // A graph with communities: `classes` communities of about equal size, each node citing `degree` others
 // on average, a fraction `homophily` of them in its own community; binary features, each class favouring

@@ -4,7 +4,7 @@
 
 namespace dtrain {
 
-std::unique_ptr<TrainStep> ClassifierWorkload::make_step() const { return std::make_unique<SupervisedStep>(outputs()); }
+std::unique_ptr<TrainStep> ClassifierWorkload::make_step(const TrainConfig&) const { return std::make_unique<SupervisedStep>(outputs()); }
 
 SupervisedStep::SupervisedStep(ClassifierWorkload::Outputs outputs, std::string module)
     : outputs_(outputs), module_(std::move(module)) {}

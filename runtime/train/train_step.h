@@ -32,15 +32,6 @@ class TrainStep {
 
   // One batch of the test set, in eval mode and without gradients (the loop sets both).
   virtual void evaluate(const Batch& batch, TrainState& state, MetricSums& metrics) = 0;
-
-  // Generative steps: whether write_samples() writes anything (log.sample_every needs a step that does).
-  virtual bool makes_samples() const { return false; }
-  // Rank 0 only, in eval mode after the epoch's evaluation, every log.sample_every epochs and after the
-  // last: writes what the model makes (a GAN's grid of images) for `epoch` into the directory `dir`, with
-  // no collective, and returns the paths written.
-  virtual std::vector<std::string> write_samples(const std::string& /*dir*/, int64_t /*epoch*/, TrainState& /*state*/) {
-    return {};
-  }
 };
 
 }  // namespace dtrain

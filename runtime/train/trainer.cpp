@@ -83,14 +83,14 @@ Trainer::Trainer(const TrainConfig& config, const Workload& workload, Communicat
       seed_(config.train.seed),
       activity_(activity),
       schedule_(config_.checkpoint, comm_) {
-  data_ = workload_.load_data(config_.data, static_cast<uint64_t>(seed_));
+  data_ = workload_.load_data(config_);
   DTRAIN_CHECK(data_.train && data_.test, Error, "workload '" << workload_.name() << "' loaded no dataset");
   DTRAIN_CHECK(data_.train->size() > 0 && data_.test->size() > 0, DataError,
                "workload '" << workload_.name() << "' loaded an empty dataset (" << data_.train->size() << " train, "
                             << data_.test->size() << " test samples) from " << data_.description);
   at::manual_seed(static_cast<uint64_t>(seed_));
   int64_t synced_batchnorms = 0;
-  for (NamedModule& named : workload_.make_modules(data_, config_.train)) {
+  for (NamedModule& named : workload_.make_modules(data_, config_)) {
     named.module->to(device_);  // before the optimizer takes the parameters
     if (config_.train.sync_batchnorm) {
       // On one rank the global batch is the rank's own: plain BatchNorm computes the same, without the
@@ -116,10 +116,8 @@ Trainer::Trainer(const TrainConfig& config, const Workload& workload, Communicat
   DTRAIN_CHECK(!config_.train.sync_batchnorm || synced_batchnorms > 0, ConfigError,
                "train.sync_batchnorm is set, but the " << workload_.name()
                                                        << " workload's model has no BatchNorm layers to sync");
-  step_ = workload_.make_step();
-  DTRAIN_CHECK(config_.log.sample_every == 0 || step_->makes_samples(), ConfigError,
-               "log.sample_every is " << config_.log.sample_every << ", but the " << workload_.name()
-                                      << " workload makes no samples; only generative workloads (biggan) write them");
+  step_ = workload_.make_step(config_);
+  if (comm_.is_root()) sample_writer_ = workload_.make_sample_writer(config_);
   data_.train->to(device_);
   data_.test->to(device_);
 }
@@ -339,9 +337,8 @@ EpochStats Trainer::run_epoch(int64_t epoch) {
   stats.samples_per_s =
       stats.train_s > 0 ? static_cast<double>(stats.train_samples - trained_before) / stats.train_s : 0.0;
   for (RunObserver* o : observers_) o->epoch_ending(stats);
-  const int64_t sample_every = config_.log.sample_every;
-  if (sample_every > 0 && (epoch % sample_every == 0 || epoch == config_.train.epochs) && comm_.is_root()) {
-    logger_.samples_written(epoch, step_->write_samples(logger_.run_dir(), epoch, state_));
+  if (sample_writer_ && sample_writer_->due(epoch, config_.train.epochs)) {
+    logger_.samples_written(epoch, sample_writer_->write(logger_.run_dir(), epoch, state_));
   }
   if (config_.checkpoint.enabled) {
     set_phase(Phase::kCheckpointing, epoch);

@@ -122,6 +122,7 @@ class Trainer final {
   c10::Device device_;
   TrainState state_;
   std::unique_ptr<TrainStep> step_;
+  std::unique_ptr<SampleGridWriter> sample_writer_;  // rank 0's, when the workload makes pictures
   WorkloadData data_;
   int64_t seed_;
   Activity* activity_;

@@ -5,13 +5,14 @@
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
-#include <map>
+#include <any>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "runtime/config/config.h"
+#include "runtime/config/config_fields.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/tensor_dataset.h"
 #include "runtime/train/train_step.h"
@@ -31,9 +32,9 @@ struct WorkloadData {
   int64_t num_classes = 0;  // classifiers: what the model's last layer is sized for
   int64_t image_size = 0;   // image workloads: the side of the square images the model sees
   std::string description;  // where the data came from, for the run log
-  // Tensors the modules are built with besides the batches, by name (the gcn workload's graph: node
-  // features and normalised adjacency). Not batched, not checkpointed; the modules move them with them.
-  std::map<std::string, at::Tensor> extras;
+  // What the workload's modules are built with besides the batches, of the workload's own type (a graph
+  // for a graph network); the loop never looks into it. Not batched, not checkpointed.
+  std::any context;
 };
 
 // A module to train, under the name the step and the checkpoints know it by.
@@ -46,6 +47,17 @@ struct NamedModule {
   // false: a module the step updates itself (a GAN generator's moving average): checkpointed with the
   // others, but without an optimizer or a gradient reducer, and not counted as trained parameters.
   bool trained = true;
+};
+
+// Pictures a workload makes from its trained modules for a user to look at (a GAN's grid of samples),
+// written by rank 0 after an epoch's evaluation, in eval mode, with no collective.
+class SampleGridWriter {
+ public:
+  virtual ~SampleGridWriter() = default;
+  // Whether epoch `epoch` of `epochs` gets a grid.
+  virtual bool due(int64_t epoch, int64_t epochs) const = 0;
+  // Writes the grid for `epoch` into the run directory `dir` and returns the paths written.
+  virtual std::vector<std::string> write(const std::string& dir, int64_t epoch, TrainState& state) = 0;
 };
 
 class Workload {
@@ -65,17 +77,21 @@ class Workload {
   // e.g. gradient accumulation for a GAN step that updates two networks in turn.
   virtual void check_config(const TrainConfig& config) const { (void)config; }
 
-  // Local. Freshly initialised modules for `data` and the run's `options` (from torch's global RNG,
+  // Local. Freshly initialised modules for `data` and the run's `config` (from torch's global RNG,
   // seeded by the trainer), each trained with its own optimizer and reducer; the reducers then copy rank
   // 0's parameters to every rank.
-  virtual std::vector<NamedModule> make_modules(const WorkloadData& data, const TrainOptions& options) const = 0;
+  virtual std::vector<NamedModule> make_modules(const WorkloadData& data, const TrainConfig& config) const = 0;
 
   // Local. Loads or generates both splits (called before make_modules). Throws DataError saying what is
   // missing and how to get it.
-  virtual WorkloadData load_data(const DataOptions& options, uint64_t seed) const = 0;
+  // Reads config.data and the workload's own options; draws from config.train.seed.
+  virtual WorkloadData load_data(const TrainConfig& config) const = 0;
 
   // The step that trains and evaluates the modules of make_modules().
-  virtual std::unique_ptr<TrainStep> make_step() const = 0;
+  virtual std::unique_ptr<TrainStep> make_step(const TrainConfig& config) const = 0;
+
+  // What the run writes besides its metrics and checkpoints for a user to look at; none by default.
+  virtual std::unique_ptr<SampleGridWriter> make_sample_writer(const TrainConfig& /*config*/) const { return nullptr; }
 };
 
 // A classifier: one module, "model", whose outputs are class scores; trained by SupervisedStep on the
@@ -88,20 +104,22 @@ class ClassifierWorkload : public Workload {
   virtual std::shared_ptr<Model> make_model(const WorkloadData& data) const = 0;
   virtual Outputs outputs() const { return Outputs::kLogits; }
 
-  std::vector<NamedModule> make_modules(const WorkloadData& data, const TrainOptions&) const override {
+  std::vector<NamedModule> make_modules(const WorkloadData& data, const TrainConfig&) const override {
     return {{"model", make_model(data)}};
   }
-  std::unique_ptr<TrainStep> make_step() const override;
+  std::unique_ptr<TrainStep> make_step(const TrainConfig& config) const override;
 };
 
 // The configuration of a run of `workload`: the generic defaults, then its recipe, then the keys the
 // file and flags set (`sources`, as the command line recorded them). Keys the recipe changed are added to
 // `sources` as coming from "the NAME workload's defaults", so errors about them say where they came from.
-TrainConfig configure_workload(const Workload& workload, const TrainConfig& user, ConfigSources& sources);
+// Throws ConfigError for a key of another workload's options.
+TrainConfig configure_workload(const Workload& workload, const TrainConfig& user, ConfigSources& sources,
+                               const ConfigSchema& schema);
 
 // The workload's recipe as key-value pairs in the order of the configuration reference: epochs, batch
 // size, optimizer, learning rate and schedule always, other keys where they differ from the generic
 // defaults.
-std::vector<std::pair<std::string, std::string>> workload_recipe(const Workload& workload);
+std::vector<std::pair<std::string, std::string>> workload_recipe(const Workload& workload, const ConfigSchema& schema);
 
 }  // namespace dtrain

@@ -73,13 +73,13 @@ class Float64Modules final : public Workload {
   std::string name() const override { return inner_->name(); }
   std::string data_format() const override { return inner_->data_format(); }
   void apply_defaults(TrainConfig& config) const override { inner_->apply_defaults(config); }
-  WorkloadData load_data(const DataOptions& options, uint64_t seed) const override { return inner_->load_data(options, seed); }
-  std::vector<NamedModule> make_modules(const WorkloadData& data, const TrainOptions& options) const override {
-    std::vector<NamedModule> modules = inner_->make_modules(data, options);
+  WorkloadData load_data(const TrainConfig& config) const override { return inner_->load_data(config); }
+  std::vector<NamedModule> make_modules(const WorkloadData& data, const TrainConfig& config) const override {
+    std::vector<NamedModule> modules = inner_->make_modules(data, config);
     for (NamedModule& m : modules) m.module->to(at::kDouble);
     return modules;
   }
-  std::unique_ptr<TrainStep> make_step() const override { return inner_->make_step(); }
+  std::unique_ptr<TrainStep> make_step(const TrainConfig& config) const override { return inner_->make_step(config); }
 
  private:
   std::unique_ptr<Workload> inner_;
@@ -126,11 +126,11 @@ class Equivalence {
       test::TempDir dir;
       TrainConfig config = distributed_config(dir.path(), {});
       // The initial model, made as the trainer makes it: data first, then the seed, then the modules.
-      const WorkloadData data = workload.load_data(config.data, static_cast<uint64_t>(config.train.seed));
+      const WorkloadData data = workload.load_data(config);
       at::manual_seed(static_cast<uint64_t>(config.train.seed));
       std::vector<at::Tensor> params;
       std::vector<at::Tensor> buffers;
-      for (const NamedModule& m : workload.make_modules(data, config.train)) {
+      for (const NamedModule& m : workload.make_modules(data, config)) {
         params.push_back(test::flat_params(*m.module));
         buffers.push_back(test::flat_buffers(*m.module));
       }
@@ -354,13 +354,15 @@ TEST_CASE("equivalence, gcn: W ranks' shards of the labelled nodes train the mod
   GcnOptions options;
   options.dropout = 0.0;
   options.synthetic = GraphSpec{600, 100, 3};
-  options.val_nodes = 100;
-  options.test_nodes = 200;
-  const int64_t labelled = 3 * options.train_per_class;
+  const int64_t labelled = 3 * GcnSplitOptions{}.train_per_class;
   REQUIRE(labelled % comm->world_size() == 0);
   const Float64Modules workload(make_gcn_workload(options));
-  const Equivalence equivalence(workload, *comm, labelled / comm->world_size(), 5,
-                                [](TrainConfig& c) { c.data.synthetic = true; });
+  const Equivalence equivalence(workload, *comm, labelled / comm->world_size(), 5, [](TrainConfig& c) {
+    c.data.synthetic = true;
+    auto& split = c.workload_options.edit<GcnSplitOptions>(kGcnSection);
+    split.val_nodes = 100;
+    split.test_nodes = 200;
+  });
   CHECK(equivalence.gap().params < kReorderBound);
   CHECK(equivalence.summed_gradients_gap().params > kWrongMath);  // measured: 0.19
 }
@@ -385,9 +387,10 @@ TEST_CASE("equivalence, biggan: W ranks x b update D, G and G's average as one r
   REQUIRE(small.synthetic_train % (comm->world_size() * b) == 0);
   const Equivalence equivalence(workload, *comm, b, 2, [](TrainConfig& c) {
     c.data.synthetic = true;
-    c.train.d_steps = 2;
-    c.train.ema_decay = 0.9;
-    c.train.ema_start = 0;
+    auto& gan = c.workload_options.edit<BigGanTrainOptions>(kBigGanSection);
+    gan.d_steps = 2;
+    gan.ema_decay = 0.9;
+    gan.ema_start = 0;
     c.train.sync_batchnorm = true;
   });
   const Gap synced = equivalence.gap();

@@ -17,7 +17,9 @@ class AssembledWorkload final : public ClassifierWorkload {
   }
   std::shared_ptr<Model> make_model(const WorkloadData& data) const override { return parts_.model(data); }
   Outputs outputs() const override { return parts_.outputs; }
-  WorkloadData load_data(const DataOptions&, uint64_t seed) const override { return parts_.data(seed); }
+  WorkloadData load_data(const TrainConfig& config) const override {
+    return parts_.data(static_cast<uint64_t>(config.train.seed));
+  }
 
  private:
   WorkloadParts parts_;

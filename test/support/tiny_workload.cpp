@@ -40,7 +40,8 @@ class TinyWorkload final : public ClassifierWorkload {
     return model;
   }
   Outputs outputs() const override { return Outputs::kLogProbabilities; }
-  WorkloadData load_data(const DataOptions&, uint64_t seed) const override {
+  WorkloadData load_data(const TrainConfig& config) const override {
+    const auto seed = static_cast<uint64_t>(config.train.seed);
     WorkloadData data;
     data.num_classes = 4;
     auto train = std::make_shared<TensorDataset>(make_synthetic_dataset({{8}, 4, options_.train_samples, 1.0}, seed, seed + 1));

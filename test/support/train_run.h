@@ -62,7 +62,7 @@ inline TrainRun train_run(const TrainConfig& config, const Workload& workload, C
   TrainRun run;
   RunInfo info;  // as dtrain fills it: later runs find this one's workload in its config.yaml
   info.workload = config.workload;
-  info.config_yaml = to_yaml(config);
+  info.config_yaml = to_yaml(config, ConfigSchema{});
   run.result = trainer.run(info);
   std::vector<at::Tensor> all;
   std::vector<at::Tensor> buffers;

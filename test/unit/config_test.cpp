@@ -16,17 +16,23 @@ using Catch::Matchers::Contains;
 
 namespace {
 
+// The generic options only; the workloads' own are tested with the registry (registry_test.cpp).
+const ConfigSchema& schema() {
+  static const ConfigSchema generic;
+  return generic;
+}
+
 CommandLine parse(std::vector<std::string> args) {
   args.insert(args.begin(), "dtrain");
   std::vector<const char*> argv;
   for (const std::string& a : args) argv.push_back(a.c_str());
-  return parse_command_line(static_cast<int>(argv.size()), argv.data());
+  return parse_command_line(static_cast<int>(argv.size()), argv.data(), schema());
 }
 
 TrainConfig from_yaml(const std::string& text) {
   TrainConfig config;
   ConfigSources sources;
-  apply_yaml_text(text, "run.yaml", config, sources);
+  apply_yaml_text(text, "run.yaml", schema(), config, sources);
   return config;
 }
 
@@ -56,7 +62,7 @@ TEST_CASE("overlay_keys takes exactly the keys the file and flags set", "[config
   TrainConfig base;
   base.train.lr = 7.0;
   base.train.epochs = 11;
-  const TrainConfig merged = overlay_keys(base, cmd.config, cmd.sources);
+  const TrainConfig merged = overlay_keys(base, cmd.config, cmd.sources, schema());
   CHECK(merged.train.lr == cmd.config.train.lr);  // exact, not through text
   CHECK(merged.train.lr_milestones == std::vector<int64_t>{5, 9});
   CHECK(merged.train.epochs == 11);
@@ -68,8 +74,8 @@ TEST_CASE("list keys take commas on the command line and YAML lists in files", "
   CHECK(from_yaml("train:\n  lr_milestones: 4,8\n").train.lr_milestones == std::vector<int64_t>{4, 8});
   TrainConfig config;
   config.train.lr_milestones = {10, 20};
-  CHECK_THAT(to_yaml(config), Contains("lr_milestones: [10, 20]"));
-  CHECK(from_yaml(to_yaml(config)).train.lr_milestones == std::vector<int64_t>{10, 20});
+  CHECK_THAT(to_yaml(config, schema()), Contains("lr_milestones: [10, 20]"));
+  CHECK(from_yaml(to_yaml(config, schema())).train.lr_milestones == std::vector<int64_t>{10, 20});
   for (const char* bad : {"60,30", "30,", "a,b", "0", "5,5", ",5"}) {
     CHECK_THAT(error_of([&] { parse({"--lr-milestones", bad}); }),
                Contains(std::string("--lr-milestones (train.lr_milestones) must be a comma-separated list of "
@@ -103,9 +109,9 @@ TEST_CASE("every config key has a CLI flag and survives a YAML round trip", "[co
   changed.data.dir = "/data/x";
   changed.comm.bucket_mb = 2.5;
   changed.checkpoint.resume = true;
-  const TrainConfig back = from_yaml(to_yaml(changed));
-  CHECK(to_yaml(back) == to_yaml(changed));
-  for (const ConfigField& field : config_fields()) {
+  const TrainConfig back = from_yaml(to_yaml(changed, schema()));
+  CHECK(to_yaml(back, schema()) == to_yaml(changed, schema()));
+  for (const ConfigField& field : schema().fields()) {
     CHECK(field.format(back) == field.format(changed));
     const std::string flag = field.flag;
     CHECK(flag.find('_') == std::string::npos);  // kebab-case
@@ -229,8 +235,8 @@ TEST_CASE("cross-field rules name both keys and their sources", "[config]") {
 }
 
 TEST_CASE("help text lists every flag with its default and YAML key", "[config]") {
-  const std::string help = help_text();
-  for (const ConfigField& field : config_fields()) {
+  const std::string help = help_text(schema());
+  for (const ConfigField& field : schema().fields()) {
     CHECK_THAT(help, Contains("--" + field.flag));
     CHECK_THAT(help, Contains("[" + field.key + "]"));
   }

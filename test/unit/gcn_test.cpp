@@ -12,6 +12,7 @@
 #include "test/support/temp_dir.h"
 #include "workloads/gcn/gcn.h"
 #include "workloads/gcn/gcn_workload.h"
+#include "workloads/gcn/graph_inputs.h"
 
 using namespace dtrain;
 using Catch::Matchers::Contains;
@@ -189,22 +190,28 @@ TEST_CASE("the GCN has the paper's shapes and computes its formula", "[gcn][mode
   CHECK_FALSE(at::allclose(model.forward(nodes), out));
 }
 
-TEST_CASE("the gcn workload's data: node batches, the graph as extras, the split's sizes", "[gcn]") {
+TEST_CASE("the gcn workload's data: node batches, the graph the model holds, the split's sizes", "[gcn]") {
   GcnOptions options;
   options.synthetic = GraphSpec{300, 40, 3};
-  options.val_nodes = 50;
-  options.test_nodes = 100;
   const auto workload = make_gcn_workload(options);
-  DataOptions data_options;
-  data_options.synthetic = true;
-  const WorkloadData data = workload->load_data(data_options, 1);
+  TrainConfig config;
+  config.workload = "gcn";
+  config.data.synthetic = true;
+  auto& split = config.workload_options.edit<GcnSplitOptions>(kGcnSection);
+  split.val_nodes = 50;
+  split.test_nodes = 100;
+  const WorkloadData data = workload->load_data(config);
   CHECK(data.num_classes == 3);
   CHECK(data.train->size() == 60);
   CHECK(data.test->size() == 100);
-  CHECK(data.extras.at("features").sizes() == at::IntArrayRef{300, 40});
-  CHECK(data.extras.at("adjacency").is_sparse());
-  const std::vector<NamedModule> modules = workload->make_modules(data, TrainOptions{});
+  const std::vector<NamedModule> modules = workload->make_modules(data, config);
   REQUIRE(modules.size() == 1);
+  // The model classifies every node of the graph it was built with.
+  {
+    at::NoGradGuard no_grad;
+    modules[0].module->eval();
+    CHECK(std::dynamic_pointer_cast<Model>(modules[0].module)->forward(at::arange(300)).sizes() == at::IntArrayRef{300, 3});
+  }
   CHECK(modules[0].no_weight_decay == std::vector<std::string>{"conv2.weight", "conv2.bias", "conv1.bias"});
   Batch batch;
   REQUIRE(data.train->stream({0, 1, 2}, 3, std::nullopt)->next(batch));

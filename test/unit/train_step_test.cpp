@@ -25,11 +25,11 @@ class TwoHeads final : public Workload {
   explicit TwoHeads(std::string second = "right") : second_(std::move(second)) {}
   std::string name() const override { return "two-heads"; }
   std::string data_format() const override { return tiny_->data_format(); }
-  std::vector<NamedModule> make_modules(const WorkloadData& data, const TrainOptions&) const override {
+  std::vector<NamedModule> make_modules(const WorkloadData& data, const TrainConfig&) const override {
     return {{"left", tiny_->make_model(data)}, {second_, tiny_->make_model(data)}};
   }
-  WorkloadData load_data(const DataOptions& options, uint64_t seed) const override { return tiny_->load_data(options, seed); }
-  std::unique_ptr<TrainStep> make_step() const override { return std::make_unique<Step>(second_); }
+  WorkloadData load_data(const TrainConfig& config) const override { return tiny_->load_data(config); }
+  std::unique_ptr<TrainStep> make_step(const TrainConfig&) const override { return std::make_unique<Step>(second_); }
 
  private:
   class Step final : public TrainStep {

@@ -243,11 +243,11 @@ TEST_CASE("unusable checkpoints are clear errors", "[checkpoint]") {
       explicit Renamed(const Workload& inner) : inner_(inner) {}
       std::string name() const override { return "other"; }
       std::string data_format() const override { return inner_.data_format(); }
-      std::vector<NamedModule> make_modules(const WorkloadData& data, const TrainOptions& o) const override {
-        return inner_.make_modules(data, o);
+      std::vector<NamedModule> make_modules(const WorkloadData& data, const TrainConfig& c) const override {
+        return inner_.make_modules(data, c);
       }
-      WorkloadData load_data(const DataOptions& o, uint64_t s) const override { return inner_.load_data(o, s); }
-      std::unique_ptr<TrainStep> make_step() const override { return inner_.make_step(); }
+      WorkloadData load_data(const TrainConfig& c) const override { return inner_.load_data(c); }
+      std::unique_ptr<TrainStep> make_step(const TrainConfig& c) const override { return inner_.make_step(c); }
 
      private:
       const Workload& inner_;

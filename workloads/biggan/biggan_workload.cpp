@@ -82,10 +82,24 @@ at::Tensor wide(const at::Tensor& scores) { return scores.to(at::promote_types(s
 at::Tensor hinge_real(const at::Tensor& scores) { return at::relu(1.0 - scores).mean(); }
 at::Tensor hinge_fake(const at::Tensor& scores) { return at::relu(1.0 + scores).mean(); }
 
+// The latents where the generator computes, in its weights' type.
+Latents on(const TrainState& state, const BigGanGeneratorImpl& generator, Latents latents) {
+  return {latents.z.to(state.device(), generator.weight_type(), /*non_blocking=*/true),
+          latents.classes.to(state.device(), /*non_blocking=*/true)};
+}
+
+// The generator that makes the pictures a user looks at: the average when there is one.
+BigGanGeneratorImpl& shown_generator(TrainState& state, const BigGanTrainOptions& options) {
+  if (options.ema_decay > 0) return *state.module_as<GeneratorAverageImpl>(kAverage).generator;
+  return state.module_as<BigGanGeneratorImpl>(kGenerator);
+}
+
 // D on every batch; G after every d_steps of them; metrics d_loss (the hinge loss, real + fake terms),
 // g_loss (-mean D(G(z))) and d_accuracy (real scored > 0 and fakes < 0, over both).
 class GanStep final : public TrainStep {
  public:
+  explicit GanStep(BigGanTrainOptions options) : options_(options) {}
+
   std::vector<std::string> train_metrics() const override { return {"d_loss", "g_loss", "d_accuracy"}; }
   std::vector<std::string> eval_metrics() const override { return {"d_accuracy", "d_loss", "g_loss"}; }
 
@@ -123,7 +137,7 @@ class GanStep final : public TrainStep {
 
     // Generator, after every d_steps discriminator steps, against the updated discriminator, whose
     // parameters take no gradient meanwhile (its reducer expects none in this backward).
-    if (micro.step % state.options().d_steps != 0) return;
+    if (micro.step % options_.d_steps != 0) return;
     const Latents g =
         on(state, generator, draw_latents(micro.sample_seed ^ kGeneratorFakes, batch.indices, net.dim_z, net.classes));
     set_requires_grad(discriminator, false);
@@ -141,7 +155,7 @@ class GanStep final : public TrainStep {
 
   void evaluate(const Batch& batch, TrainState& state, MetricSums& metrics) override {
     auto& discriminator = state.module_as<BigGanDiscriminatorImpl>(kDiscriminator);
-    BigGanGeneratorImpl& generator = sampler(state);
+    BigGanGeneratorImpl& generator = shown_generator(state, options_);
     const BigGanOptions& net = generator.options();
     // The same fakes every epoch (seeded by train.seed and the test sample), so epochs compare.
     const Latents fake = on(state, generator,
@@ -157,18 +171,43 @@ class GanStep final : public TrainStep {
     metrics.add("g_loss", -fake_scores.to(at::kDouble).mean() * n, n);
   }
 
-  bool makes_samples() const override { return true; }
+ private:
+  void average(TrainState& state) {
+    const BigGanTrainOptions& options = options_;
+    if (options.ema_decay <= 0) return;
+    auto& average = state.module_as<GeneratorAverageImpl>(kAverage);
+    if (!averaged_) {
+      // Once per run, after any resume: the pairs to average and the update count so far.
+      averaged_.emplace(*average.generator, state.module(kGenerator));
+      average_updates_ = average.updates.item<int64_t>();
+    }
+    averaged_->update(average_updates_ < options.ema_start ? 0.0 : options.ema_decay);
+    average.updates.fill_(++average_updates_);
+  }
 
-  // A grid with one row per class (the first ten) and ten samples in each, from the same latents every
-  // time: <dir>/samples/epoch-NNNNNN.png.
-  std::vector<std::string> write_samples(const std::string& dir, int64_t epoch, TrainState& state) override {
-    BigGanGeneratorImpl& generator = sampler(state);
+  BigGanTrainOptions options_;
+  std::optional<AveragedState> averaged_;
+  int64_t average_updates_ = 0;  // host copy of GeneratorAverage::updates
+};
+
+// A grid with one row per class (the first ten) and ten samples in each, from the same latents every
+// time: <dir>/samples/epoch-NNNNNN.png, every biggan.sample_every epochs and after the last.
+class SampleGrid final : public SampleGridWriter {
+ public:
+  SampleGrid(BigGanTrainOptions options, uint64_t seed) : options_(options), seed_(seed) {}
+
+  bool due(int64_t epoch, int64_t epochs) const override {
+    return options_.sample_every > 0 && (epoch % options_.sample_every == 0 || epoch == epochs);
+  }
+
+  std::vector<std::string> write(const std::string& dir, int64_t epoch, TrainState& state) override {
+    BigGanGeneratorImpl& generator = shown_generator(state, options_);
     const BigGanOptions& net = generator.options();
     const int64_t rows = std::min<int64_t>(net.classes, 10);
     const int64_t columns = 10;
     std::vector<int64_t> indices(static_cast<size_t>(rows * columns));
     for (size_t i = 0; i < indices.size(); ++i) indices[i] = static_cast<int64_t>(i);
-    Latents fixed = draw_latents(static_cast<uint64_t>(state.options().seed) ^ kSampleGrid, indices, net.dim_z, net.classes);
+    Latents fixed = draw_latents(seed_ ^ kSampleGrid, indices, net.dim_z, net.classes);
     fixed.classes = at::arange(rows, at::kLong).repeat_interleave(columns);
     fixed = on(state, generator, std::move(fixed));
     at::Tensor images;
@@ -188,33 +227,8 @@ class GanStep final : public TrainStep {
   }
 
  private:
-  // The latents where the generator computes, in its weights' type.
-  static Latents on(const TrainState& state, const BigGanGeneratorImpl& generator, Latents latents) {
-    return {latents.z.to(state.device(), generator.weight_type(), /*non_blocking=*/true),
-            latents.classes.to(state.device(), /*non_blocking=*/true)};
-  }
-
-  // The generator that makes the pictures a user looks at: the average when there is one.
-  static BigGanGeneratorImpl& sampler(TrainState& state) {
-    if (state.options().ema_decay > 0) return *state.module_as<GeneratorAverageImpl>(kAverage).generator;
-    return state.module_as<BigGanGeneratorImpl>(kGenerator);
-  }
-
-  void average(TrainState& state) {
-    const TrainOptions& options = state.options();
-    if (options.ema_decay <= 0) return;
-    auto& average = state.module_as<GeneratorAverageImpl>(kAverage);
-    if (!averaged_) {
-      // Once per run, after any resume: the pairs to average and the update count so far.
-      averaged_.emplace(*average.generator, state.module(kGenerator));
-      average_updates_ = average.updates.item<int64_t>();
-    }
-    averaged_->update(average_updates_ < options.ema_start ? 0.0 : options.ema_decay);
-    average.updates.fill_(++average_updates_);
-  }
-
-  std::optional<AveragedState> averaged_;
-  int64_t average_updates_ = 0;  // host copy of GeneratorAverage::updates
+  BigGanTrainOptions options_;
+  uint64_t seed_;
 };
 
 bool holds_cifar10(const std::string& dir) {
@@ -256,9 +270,10 @@ class BigGanWorkload final : public Workload {
     t.adam_beta1 = 0.0;
     t.adam_beta2 = 0.999;
     t.adam_eps = 1e-8;
-    t.d_steps = 4;
-    t.ema_decay = 0.9999;
-    t.ema_start = 1000;
+    BigGanTrainOptions& gan = config.workload_options.edit<BigGanTrainOptions>(kBigGanSection);
+    gan.d_steps = 4;
+    gan.ema_decay = 0.9999;
+    gan.ema_start = 1000;
     config.data.image_size = 32;
   }
 
@@ -270,7 +285,9 @@ class BigGanWorkload final : public Workload {
     }
   }
 
-  WorkloadData load_data(const DataOptions& options, uint64_t seed) const override {
+  WorkloadData load_data(const TrainConfig& config) const override {
+    const DataOptions& options = config.data;
+    const auto seed = static_cast<uint64_t>(config.train.seed);
     const int64_t size = options.image_size > 0 ? options.image_size : 32;
     check_biggan_options(BigGanOptions{size});
     WorkloadData data;
@@ -310,7 +327,8 @@ class BigGanWorkload final : public Workload {
     return image_file_data(scan_image_folder(dir, options.val_fraction, seed), file_options);
   }
 
-  std::vector<NamedModule> make_modules(const WorkloadData& data, const TrainOptions& options) const override {
+  std::vector<NamedModule> make_modules(const WorkloadData& data, const TrainConfig& config) const override {
+    const BigGanTrainOptions& options = config.workload_options.get<BigGanTrainOptions>(kBigGanSection);
     const BigGanOptions net = network(data);
     auto generator = BigGanGenerator(net);
     std::vector<NamedModule> modules{{kGenerator, generator.ptr()}, {kDiscriminator, BigGanDiscriminator(net).ptr()}};
@@ -324,7 +342,14 @@ class BigGanWorkload final : public Workload {
     return modules;
   }
 
-  std::unique_ptr<TrainStep> make_step() const override { return std::make_unique<GanStep>(); }
+  std::unique_ptr<TrainStep> make_step(const TrainConfig& config) const override {
+    return std::make_unique<GanStep>(config.workload_options.get<BigGanTrainOptions>(kBigGanSection));
+  }
+
+  std::unique_ptr<SampleGridWriter> make_sample_writer(const TrainConfig& config) const override {
+    return std::make_unique<SampleGrid>(config.workload_options.get<BigGanTrainOptions>(kBigGanSection),
+                                        static_cast<uint64_t>(config.train.seed));
+  }
 
  private:
   BigGanOptions network(const WorkloadData& data) const {
@@ -365,6 +390,30 @@ Latents draw_latents(uint64_t seed, const std::vector<int64_t>& indices, int64_t
 
 std::unique_ptr<Workload> make_biggan_workload(BigGanWorkloadOptions options) {
   return std::make_unique<BigGanWorkload>(options);
+}
+
+std::vector<ConfigField> biggan_config_fields() {
+  const std::string section = kBigGanSection;
+  std::vector<ConfigField> fields{
+      int_field("biggan.d_steps", "d-steps", "discriminator steps per generator step",
+                option_ref(section, &BigGanTrainOptions::d_steps), 1, 1024),
+      float_field("biggan.ema_decay", "ema-decay",
+                  "decay of the moving average of the generator's weights, which evaluation and samples use (0 = "
+                  "no average)",
+                  option_ref(section, &BigGanTrainOptions::ema_decay), 0.0, true, 0.999999),
+      int_field("biggan.ema_start", "ema-start",
+                "generator steps during which the average copies the generator before it decays",
+                option_ref(section, &BigGanTrainOptions::ema_start), 0, kMaxConfigCount),
+      int_field("biggan.sample_every", "sample-every",
+                "write a PNG grid of samples to the run directory every N epochs and after the last (0 = none)",
+                option_ref(section, &BigGanTrainOptions::sample_every), 0, kMaxConfigCount),
+  };
+  return fields;
+}
+
+void register_biggan_workloads(WorkloadRegistry& registry) {
+  registry.add("biggan", "BigGAN (residual G and D, spectral norm, conditional BatchNorm, hinge loss) on CIFAR-10",
+               [] { return make_biggan_workload(); }, biggan_config_fields());
 }
 
 }  // namespace dtrain

@@ -10,12 +10,20 @@
 #include "runtime/util/check.h"
 #include "runtime/util/error.h"
 #include "workloads/gcn/gcn.h"
+#include "workloads/gcn/graph_inputs.h"
 
 namespace dtrain {
 namespace {
 
 // Where scripts/fetch_data.sh cora puts the graph when data.dir is not set.
 constexpr const char* kCoraDir = "data/cora";
+
+// The graph the model is built with (WorkloadData::context): row-normalised features and the normalised
+// adjacency.
+struct GraphInputs {
+  at::Tensor features;
+  at::Tensor adjacency;
+};
 
 // A split's nodes as a dataset: the inputs of a batch are node indices, its targets their classes.
 std::shared_ptr<TensorDataset> node_dataset(const at::Tensor& nodes, const at::Tensor& labels) {
@@ -34,8 +42,8 @@ class GcnWorkload final : public ClassifierWorkload {
   std::string data_format() const override {
     return std::string("a citation graph in the LINQS format, NAME.content (id, binary features, label) and "
                        "NAME.cites (cited id, citing id) in --data-dir; default ") +
-           kCoraDir + " (Cora: 2708 papers, 1433 words, 7 classes); Planetoid split: 20 labelled nodes per class, 500 "
-           "validation, 1000 test, drawn from --seed";
+           kCoraDir + " (Cora: 2708 papers, 1433 words, 7 classes); Planetoid split (gcn.*): 20 labelled nodes per "
+           "class, 500 validation, 1000 test, drawn from --seed";
   }
 
   // Kipf & Welling: Adam at 0.01, weight decay 5e-4 on the first layer, 200 epochs, the whole graph in
@@ -44,31 +52,31 @@ class GcnWorkload final : public ClassifierWorkload {
     TrainOptions& t = config.train;
     t.epochs = 200;
     t.batch_size = 140;  // Cora's 7 x 20 labelled nodes: one full-graph step per epoch at any world size
-    t.eval_batch_size = options_.test_nodes;
+    t.eval_batch_size = GcnSplitOptions{}.test_nodes;
     t.optimizer = OptimizerKind::kAdam;
     t.lr = 0.01;
     t.weight_decay = 5e-4;
     config.log.interval = 0;  // one step per epoch: the epoch line says it all
   }
 
-  std::vector<NamedModule> make_modules(const WorkloadData& data, const TrainOptions&) const override {
+  std::vector<NamedModule> make_modules(const WorkloadData& data, const TrainConfig&) const override {
     NamedModule model{"model", make_model(data)};
     model.no_weight_decay = {"conv2.weight", "conv2.bias", "conv1.bias"};
     return {model};
   }
 
   std::shared_ptr<Model> make_model(const WorkloadData& data) const override {
-    const auto features = data.extras.find("features");
-    const auto adjacency = data.extras.find("adjacency");
-    DTRAIN_CHECK(features != data.extras.end() && adjacency != data.extras.end(), Error,
-                 "the gcn workload's data has no graph (features and adjacency)");
-    return std::make_shared<Gcn>(features->second, adjacency->second, options_.hidden, data.num_classes,
+    const auto* graph = std::any_cast<GraphInputs>(&data.context);
+    DTRAIN_CHECK(graph != nullptr, Error, "the gcn workload's data has no graph (features and adjacency)");
+    return std::make_shared<Gcn>(graph->features, graph->adjacency, options_.hidden, data.num_classes,
                                  options_.dropout);
   }
 
   Outputs outputs() const override { return Outputs::kLogProbabilities; }
 
-  WorkloadData load_data(const DataOptions& options, uint64_t seed) const override {
+  WorkloadData load_data(const TrainConfig& config) const override {
+    const DataOptions& options = config.data;
+    const auto seed = static_cast<uint64_t>(config.train.seed);
     CitationGraph graph;
     std::string description;
     if (options.synthetic) {
@@ -95,14 +103,14 @@ class GcnWorkload final : public ClassifierWorkload {
         description += " (" + std::to_string(graph.dropped_edges) + " citations of absent papers left out)";
       }
     }
-    const NodeSplit split = planetoid_split(graph.labels, graph.num_classes(), options_.train_per_class,
-                                            options_.val_nodes, options_.test_nodes, seed);
+    const auto& sizes = config.workload_options.get<GcnSplitOptions>(kGcnSection);
+    const NodeSplit split = planetoid_split(graph.labels, graph.num_classes(), sizes.train_per_class,
+                                            sizes.val_nodes, sizes.test_nodes, seed);
     WorkloadData data;
     data.num_classes = graph.num_classes();
     data.train = node_dataset(split.train, graph.labels);
     data.test = node_dataset(split.test, graph.labels);
-    data.extras["features"] = row_normalized(graph.features);
-    data.extras["adjacency"] = normalized_adjacency(graph.edges, graph.num_nodes());
+    data.context = GraphInputs{row_normalized(graph.features), normalized_adjacency(graph.edges, graph.num_nodes())};
     data.description = description + ": " + std::to_string(graph.num_nodes()) + " nodes, " +
                        std::to_string(graph.edges.size(1)) + " citations, " + std::to_string(graph.features.size(1)) +
                        " features, " + std::to_string(graph.num_classes()) + " classes; " +
@@ -118,5 +126,22 @@ class GcnWorkload final : public ClassifierWorkload {
 }  // namespace
 
 std::unique_ptr<Workload> make_gcn_workload(GcnOptions options) { return std::make_unique<GcnWorkload>(std::move(options)); }
+
+std::vector<ConfigField> gcn_config_fields() {
+  const std::string section = kGcnSection;
+  return {
+      int_field("gcn.train_per_class", "train-per-class", "the Planetoid split: labelled training nodes of each class",
+                option_ref(section, &GcnSplitOptions::train_per_class), 1, kMaxConfigCount),
+      int_field("gcn.val_nodes", "val-nodes", "the Planetoid split: validation nodes, held out from training",
+                option_ref(section, &GcnSplitOptions::val_nodes), 0, kMaxConfigCount),
+      int_field("gcn.test_nodes", "test-nodes", "the Planetoid split: test nodes, which evaluation scores",
+                option_ref(section, &GcnSplitOptions::test_nodes), 1, kMaxConfigCount),
+  };
+}
+
+void register_gcn_workloads(WorkloadRegistry& registry) {
+  registry.add("gcn", "Kipf & Welling's two-layer GCN on a citation graph (Cora by default), Planetoid split",
+               [] { return make_gcn_workload(); }, gcn_config_fields());
+}
 
 }  // namespace dtrain

@@ -4,22 +4,36 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
+#include "runtime/config/config_fields.h"
 #include "runtime/data/citation_graph.h"
 #include "runtime/train/workload.h"
+#include "workloads/registry.h"
 
 namespace dtrain {
 
-// The paper's settings by default; tests change them (dropout 0 for the equivalence test, small graphs).
+// The paper's network by default; tests change it (dropout 0 for the equivalence test, small graphs).
 struct GcnOptions {
   int64_t hidden = 16;
   double dropout = 0.5;
-  int64_t train_per_class = 20;  // the Planetoid split
-  int64_t val_nodes = 500;
-  int64_t test_nodes = 1000;
   GraphSpec synthetic;  // the graph --synthetic generates (Cora's shape)
 };
 
+// The Planetoid split, the "gcn" section of the configuration (gcn.train_per_class, ...).
+struct GcnSplitOptions {
+  int64_t train_per_class = 20;  // labelled training nodes of each class
+  int64_t val_nodes = 500;       // held out (not trained on, not evaluated)
+  int64_t test_nodes = 1000;
+};
+constexpr const char* kGcnSection = "gcn";
+
+// The configuration fields of GcnSplitOptions.
+std::vector<ConfigField> gcn_config_fields();
+
 std::unique_ptr<Workload> make_gcn_workload(GcnOptions options = {});
+
+// Adds "gcn".
+void register_gcn_workloads(WorkloadRegistry& registry);
 
 }  // namespace dtrain

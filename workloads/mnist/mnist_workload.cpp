@@ -102,7 +102,9 @@ class MnistWorkload final : public ClassifierWorkload {
   std::shared_ptr<Model> make_model(const WorkloadData&) const override { return std::make_shared<MnistNet>(); }
   Outputs outputs() const override { return Outputs::kLogProbabilities; }  // MnistNet ends in log_softmax
 
-  WorkloadData load_data(const DataOptions& options, uint64_t seed) const override {
+  WorkloadData load_data(const TrainConfig& config) const override {
+    const DataOptions& options = config.data;
+    const auto seed = static_cast<uint64_t>(config.train.seed);
     WorkloadData data;
     data.num_classes = 10;
     if (options.synthetic) {
@@ -137,5 +139,10 @@ class MnistWorkload final : public ClassifierWorkload {
 }  // namespace
 
 std::unique_ptr<Workload> make_mnist_workload() { return std::make_unique<MnistWorkload>(); }
+
+void register_mnist_workloads(WorkloadRegistry& registry) {
+  registry.add("mnist", "pytorch/examples MNIST CNN on MNIST-format data (Fashion-MNIST by default)",
+               make_mnist_workload);
+}
 
 }  // namespace dtrain

@@ -5,9 +5,13 @@
 #include <memory>
 
 #include "runtime/train/workload.h"
+#include "workloads/registry.h"
 
 namespace dtrain {
 
 std::unique_ptr<Workload> make_mnist_workload();
+
+// Adds "mnist".
+void register_mnist_workloads(WorkloadRegistry& registry);
 
 }  // namespace dtrain

@@ -63,7 +63,9 @@ class VisionWorkload final : public ClassifierWorkload {
   std::shared_ptr<Model> make_model(const WorkloadData& data) const override { return spec_.model(data.num_classes); }
   Outputs outputs() const override { return Outputs::kLogits; }
 
-  WorkloadData load_data(const DataOptions& options, uint64_t seed) const override {
+  WorkloadData load_data(const TrainConfig& config) const override {
+    const DataOptions& options = config.data;
+    const auto seed = static_cast<uint64_t>(config.train.seed);
     const int64_t size = options.image_size > 0 ? options.image_size : spec_.native_size;
     switch (spec_.data) {
       case DataKind::kCifar10: {
@@ -220,6 +222,15 @@ std::unique_ptr<Workload> make_image_classifier_workload() {
         c.train.lr_schedule = LrSchedule::kCosine;
         c.train.warmup_epochs = 1;
       }});
+}
+
+void register_vision_workloads(WorkloadRegistry& registry) {
+  registry.add("cifar10", "ResNet-18 for 32x32 inputs (3x3 stem, no max-pool) on CIFAR-10", make_cifar10_workload);
+  registry.add("resnet18", "torchvision ResNet-18 on tiny-imagenet-200 (any image size)", make_resnet18_workload);
+  registry.add("resnet50", "torchvision ResNet-50 (v1.5) on tiny-imagenet-200 (any image size)", make_resnet50_workload);
+  registry.add("alexnet", "torchvision AlexNet on tiny-imagenet-200 (any image size >= 63)", make_alexnet_workload);
+  registry.add("image-classifier", "torchvision ResNet-18 on a folder of JPEG/PNG images, one folder per class",
+               make_image_classifier_workload);
 }
 
 }  // namespace dtrain

@@ -9,6 +9,7 @@
 
 #include "runtime/data/image_files.h"
 #include "runtime/train/workload.h"
+#include "workloads/registry.h"
 
 namespace dtrain {
 
@@ -17,6 +18,9 @@ std::unique_ptr<Workload> make_resnet18_workload();
 std::unique_ptr<Workload> make_resnet50_workload();
 std::unique_ptr<Workload> make_alexnet_workload();
 std::unique_ptr<Workload> make_image_classifier_workload();
+
+// Adds cifar10, resnet18, resnet50, alexnet and image-classifier.
+void register_vision_workloads(WorkloadRegistry& registry);
 
 // data.dir when set; else `fallback` (where scripts/fetch_data.sh puts the dataset) if it exists; else
 // DataError telling the user of the `workload` to run `scripts/fetch_data.sh fetch_name`, pass --data-dir

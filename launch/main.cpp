@@ -162,6 +162,11 @@ class Job final {
   int fail_alone(Failure failure);
 
  private:
+  // Runs `body` on every rank and returns the failure the ranks agree on (the lowest failing rank's, on
+  // every rank), or none; the agreement is bounded by `wait`.
+  Failure agree(const WaitOptions& wait, const std::function<void()>& body) {
+    return session_.first_error(failure_of(body), wait);
+  }
   // An error that every rank met at the same point: printed once, recorded once, and every rank exits
   // with the same status after a clean goodbye.
   int fail_together(const Failure& failure);
@@ -194,7 +199,8 @@ int Job::run(int argc, char** argv) {
   BackendKind backend = BackendKind::kMpi;
   DeviceKind device = DeviceKind::kCpu;
   int cuda_device = -1;
-  Failure failure = failure_of([&] {
+  // Before the configuration is known, the default timeout bounds the agreement.
+  Failure failure = agree(WaitOptions{CommOptions{}.timeout_s, &activity_, {}}, [&] {
     cmd = parse_command_line(argc, argv, schema_);
     if (cmd.show_help || cmd.show_version || cmd.list_workloads) return;
     if (session_.mpi_world()) launcher_note_ = check_launcher(launcher_, session_.world_size());
@@ -210,12 +216,7 @@ int Job::run(int argc, char** argv) {
     if (device == DeviceKind::kCuda) cuda_device = select_cuda_device(session_, backend);
     if (session_.is_root()) validate_output_dirs(cmd.config, cmd.sources);
   });
-  // Before the configuration is known, the default timeout bounds the agreement.
-  failure = session_.first_error(failure, WaitOptions{CommOptions{}.timeout_s, &activity_, {}});
-  if (failure.failed()) {
-    if (session_.is_root()) std::cerr << "dtrain: error: " << failure.text() << std::endl;
-    return failure.exit_code;
-  }
+  if (failure.failed()) return fail_together(failure);
   if (cmd.show_help || cmd.show_version || cmd.list_workloads || cmd.print_config) {
     if (session_.is_root()) {
       if (cmd.show_help) std::cout << help_text(schema_);
@@ -236,16 +237,9 @@ int Job::run(int argc, char** argv) {
   // Every rank must train the same thing with the same dtrain: a node with another image, or another YAML
   // file at the same path, would otherwise train a different model into the same collectives.
   const std::string mine = "dtrain " + std::string(DTRAIN_VERSION) + " (" + libtorch_description() + ")\n" + to_yaml(cmd.config, schema_);
-  failure = failure_of([&] {
-    const std::string root = session_.broadcast(mine, 0, WaitOptions{cmd.config.comm.timeout_s, &activity_, {}},
-                                                "rank 0's configuration");
-    check_same_configuration(mine, root);
-  });
-  failure = session_.first_error(failure, WaitOptions{cmd.config.comm.timeout_s, &activity_, {}});
-  if (failure.failed()) {
-    if (session_.is_root()) std::cerr << "dtrain: error: " << failure.text() << std::endl;
-    return failure.exit_code;
-  }
+  const WaitOptions wait{cmd.config.comm.timeout_s, &activity_, {}};
+  failure = agree(wait, [&] { check_same_configuration(mine, session_.broadcast(mine, 0, wait, "rank 0's configuration")); });
+  if (failure.failed()) return fail_together(failure);
   return train(cmd, *workload, backend, device, cuda_device);
 }
 
@@ -284,20 +278,18 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
   // its checkpoints are, so that messages name the same paths everywhere. Under an elastic agent the
   // previous incarnation of rank 0 may still hold the locks for a moment.
   std::unique_ptr<RunDirectory> run_dir;  // held until the run ends: its locks
-  Failure failure = failure_of([&] {
+  Failure failure = agree(wait, [&] {
     if (session_.is_root()) run_dir = RunDirectory::open(config, session_.elastic_agent() ? config.comm.timeout_s : 0.0);
   });
-  failure = session_.first_error(failure, wait);
   if (failure.failed()) return fail_together(failure);
   TrainConfig run_config = config;  // checkpoint.dir resolved; config.yaml keeps what was asked for
   std::string run_path;
-  failure = failure_of([&] {
+  failure = agree(wait, [&] {
     const std::string paths = session_.broadcast(
         run_dir ? run_dir->path() + '\n' + run_dir->checkpoint_dir() : std::string(), 0, wait, "the run directory");
     run_path = paths.substr(0, paths.find('\n'));
     run_config.checkpoint.dir = paths.substr(paths.find('\n') + 1);
   });
-  failure = session_.first_error(failure, wait);
   if (failure.failed()) return fail_together(failure);
 
   // Building the trainer loads the data; restoring reads the checkpoint. Both fail the same way on every
@@ -308,7 +300,7 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
   std::unique_ptr<RunTelemetry> telemetry;
   std::unique_ptr<ResourceMonitor> resources;
   std::unique_ptr<ProfileWindow> profile;
-  failure = failure_of([&] {
+  failure = agree(wait, [&] {
     logger_ = std::make_unique<RunLogger>(config.log, session_.is_root(), session_.is_root() ? run_path : "");
     log_sink_.store(logger_.get());
     if (!launcher_note_.empty()) logger_->warning(launcher_note_);
@@ -322,8 +314,7 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
     trainer->observe(*resources);
     trainer->observe(*profile);
   });
-  failure = session_.first_error(failure, wait);
-  if (!failure.failed()) failure = session_.first_error(failure_of([&] { trainer->restore(); }), wait);
+  if (!failure.failed()) failure = agree(wait, [&] { trainer->restore(); });
   if (failure.failed()) return fail_together(failure);
 
   RunInfo info;
@@ -464,7 +455,16 @@ std::unique_ptr<Session> start_session(int* argc, char*** argv, const LauncherEn
   } catch (const std::exception&) {
   }
   if (choose_bootstrap(comm.bootstrap, launcher) == BootstrapKind::kEnv) {
-    return std::make_unique<StoreSession>(read_torch_env(process_environment()), comm.timeout_s);
+    const TorchEnv env = read_torch_env(process_environment());
+    // A worker whose agent is gone can only hold the others up: end it at once, from the watcher's
+    // thread, whatever this worker is waiting for.
+    auto on_agent_gone = [origin = ErrorOrigin{env.rank, env.world_size, {}}](pid_t agent) {
+      std::cerr << origin.prefix() << "dtrain: error: the torchrun agent that started this worker (pid " << agent
+                << ") is gone; stopping, so that the other workers fail fast and their agents restart without this one"
+                << std::endl;
+      std::_Exit(kExitComm);
+    };
+    return std::make_unique<StoreSession>(env, comm.timeout_s, on_agent_gone);
   }
   return std::make_unique<MpiSession>(argc, argv);
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/bootstrap/mpi_detail.h"
+#include "runtime/util/strings.h"
 
 namespace dtrain {
 namespace {
@@ -568,8 +569,7 @@ struct Heartbeat::State {
             for (int r = is_root() ? 1 : 0; r < (is_root() ? world_size : 1); ++r) {
               if (!peers[static_cast<size_t>(r)].said_bye) missing.push_back(r);
             }
-            std::string names;
-            for (int r : missing) names += (names.empty() ? "" : ", ") + who(r);
+            const std::string names = join(missing, ", ", [this](int r) { return who(r); });
             thread_error = "heartbeat: " + (names.empty() ? std::string("messages still in flight") : names + " did not end its run") +
                            " within comm.timeout_s (" + format_s(options.timeout_s) + " s) of this rank";
             break;

@@ -76,19 +76,12 @@ std::string rank_list(const std::vector<int>& ranks) {
 
 }  // namespace
 
-StoreSession::StoreSession(const TorchEnv& env, double timeout_s) : env_(env) {
+StoreSession::StoreSession(const TorchEnv& env, double timeout_s, std::function<void(pid_t agent)> on_agent_gone)
+    : env_(env) {
   rank_ = env.rank;
   world_size_ = env.world_size;
   const std::string host = this_hostname();
-  if (env.elastic_agent) {
-    // A worker whose agent is gone can only hold the others up: end it (see ParentWatch).
-    parent_watch_ = std::make_unique<ParentWatch>(0.5, [origin = origin()](pid_t agent) {
-      std::cerr << origin.prefix() << "dtrain: error: the torchrun agent that started this worker (pid " << agent
-                << ") is gone; stopping, so that the other workers fail fast and their agents restart without this one"
-                << std::endl;
-      std::_Exit(kExitComm);
-    });
-  }
+  if (env.elastic_agent && on_agent_gone) parent_watch_ = std::make_unique<ParentWatch>(0.5, std::move(on_agent_gone));
   if (world_size_ == 1) {
     hostnames_ = {host};
   } else {

@@ -5,6 +5,9 @@
 // (CPU) or NCCL's (GPU).
 #pragma once
 
+#include <sys/types.h>
+
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,8 +23,9 @@ class StoreSession final : public Session {
  public:
   // Connects to the store and waits, up to `timeout_s`, until all WORLD_SIZE ranks have joined. Throws
   // CommError naming the store's address, the variables and the ranks that did not join. Under
-  // torchrun's agent, also ends the process when the agent dies (see ParentWatch).
-  StoreSession(const TorchEnv& env, double timeout_s);
+  // torchrun's agent, calls `on_agent_gone` (from a watcher thread) when the agent dies (see ParentWatch):
+  // the program decides how the worker ends.
+  StoreSession(const TorchEnv& env, double timeout_s, std::function<void(pid_t agent)> on_agent_gone = {});
   ~StoreSession() override;
 
   const TorchEnv& env() const { return env_; }

@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "runtime/util/check.h"
 
 namespace dtrain {
@@ -28,6 +30,32 @@ void Communicator::broadcast(at::Tensor& tensor, int root) {
                   "broadcast root " << root << " out of range [0, " << world_size() << ")");
   check_contiguous(tensor, origin, "broadcast");
   broadcast_checked(tensor, root);
+}
+
+void Communicator::broadcast_bytes(std::vector<std::string>& parts, int root) {
+  at::Tensor lengths = at::empty({static_cast<int64_t>(parts.size())}, at::kLong);
+  int64_t total = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    lengths[static_cast<int64_t>(i)] = static_cast<int64_t>(parts[i].size());
+    total += static_cast<int64_t>(parts[i].size());
+  }
+  broadcast(lengths, root);
+  if (rank() != root) {
+    total = lengths.sum().item<int64_t>();
+  }
+  at::Tensor bytes = at::empty({total}, at::kByte);
+  auto* data = bytes.data_ptr<uint8_t>();
+  if (rank() == root) {
+    for (const std::string& part : parts) data = std::copy(part.begin(), part.end(), data);
+  }
+  broadcast(bytes, root);
+  if (rank() == root) return;
+  const char* next = reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>());
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const auto length = static_cast<size_t>(lengths[static_cast<int64_t>(i)].item<int64_t>());
+    parts[i].assign(next, length);
+    next += length;
+  }
 }
 
 at::Tensor Communicator::allgather(const at::Tensor& tensor) {

@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <memory>
+#include <vector>
 #include <string>
 
 #include "runtime/util/error.h"
@@ -44,6 +45,10 @@ class Communicator {
 
   // Collective, blocking: replaces `tensor` on every rank with root's contents (same shape everywhere).
   void broadcast(at::Tensor& tensor, int root);
+
+  // Collective, blocking: every rank's `parts` (each rank passes as many) become root's, byte for byte;
+  // two broadcasts, the lengths and then all bytes in one piece (a checkpoint's file, a profile).
+  void broadcast_bytes(std::vector<std::string>& parts, int root);
 
   // Collective, blocking, for small values: stacks every rank's `tensor` (same shape everywhere, any
   // layout) into a new tensor of shape [world_size, ...], indexed by rank.

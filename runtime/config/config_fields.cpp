@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "runtime/util/error.h"
+#include "runtime/util/strings.h"
 
 namespace dtrain {
 
@@ -241,9 +242,7 @@ ConfigField int_list_field(std::string key, std::string flag, std::string help, 
     ref.edit(c) = std::move(values);
   };
   field.format = [ref](const TrainConfig& c) {
-    std::string text;
-    for (int64_t value : ref.read(c)) text += (text.empty() ? "" : ",") + std::to_string(value);
-    return text;
+    return join(ref.read(c), ",", [](int64_t value) { return std::to_string(value); });
   };
   field.copy = [ref](TrainConfig& to, const TrainConfig& from) { ref.edit(to) = ref.read(from); };
   return field;
@@ -282,8 +281,7 @@ ConfigField step_range_field(std::string key, std::string flag, std::string help
 
 template <class E>
 ConfigField enum_field(std::string key, std::string flag, std::string help, FieldRef<E> ref, std::vector<E> values) {
-  std::string choices;
-  for (E value : values) choices += (choices.empty() ? "" : "|") + std::string(to_string(value));
+  const std::string choices = join(values, "|", [](E value) { return std::string(to_string(value)); });
   ConfigField field = make_field(key, std::move(flag), std::move(help), choices);
   field.parse = [key, ref, values, choices](TrainConfig& c, const std::string& text, const std::string& origin) {
     for (E value : values) {

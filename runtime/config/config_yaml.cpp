@@ -12,6 +12,7 @@
 
 #include "runtime/config/config_fields.h"
 #include "runtime/util/error.h"
+#include "runtime/util/strings.h"
 
 namespace dtrain {
 namespace {
@@ -50,14 +51,13 @@ void apply_node(const YAML::Node& node, const std::string& prefix, const std::st
                         (section.empty() ? "" : " in '" + section + "'") + ": " + known_keys_under(schema, prefix));
     }
     if (field->is_list && value.IsSequence()) {
-      std::string joined;
-      for (const YAML::Node& item : value) {
+      const std::string joined = join(value, ",", [&](const YAML::Node& item) {
         if (!item.IsScalar()) {
           throw ConfigError(origin + ": " + key + " must be a list of single values, got a " + kind_of(item) +
                             " in it");
         }
-        joined += (joined.empty() ? "" : ",") + item.Scalar();
-      }
+        return item.Scalar();
+      });
       field->parse(config, joined, origin);
       sources[key] = origin;
       continue;

@@ -16,6 +16,7 @@
 #include "runtime/data/distributed_sampler.h"
 #include "runtime/data/sample_random.h"
 #include "runtime/util/error.h"
+#include "runtime/util/strings.h"
 
 namespace dtrain {
 namespace {
@@ -82,13 +83,12 @@ CitationFiles find_citation_files(const std::string& dir) {
   if (found.size() == 1) return found.front();
   std::sort(found.begin(), found.end(), [](const CitationFiles& a, const CitationFiles& b) { return a.content < b.content; });
   if (found.empty()) {
-    std::string listed;
-    for (const std::string& name : contents) listed += (listed.empty() ? "" : ", ") + name;
+    const std::string listed = join(contents);
     throw DataError("no citation graph in '" + dir + "': expected NAME.content with NAME.cites beside it (LINQS format)" +
                     (listed.empty() ? std::string(", found no .content file") : ", found " + listed + " without its .cites"));
   }
-  std::string listed;
-  for (const CitationFiles& f : found) listed += (listed.empty() ? "" : ", ") + fs::path(f.content).filename().string();
+  const std::string listed =
+      join(found, ", ", [](const CitationFiles& f) { return fs::path(f.content).filename().string(); });
   throw DataError("'" + dir + "' holds several citation graphs (" + listed + "); point --data-dir at a folder with one");
 }
 

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "runtime/util/error.h"
+#include "runtime/util/strings.h"
 
 namespace dtrain {
 namespace {
@@ -114,8 +115,7 @@ std::string CudaKernelInventory::common_images() const {
   std::sort(common.begin(), common.end(), [](const KernelImage& a, const KernelImage& b) {
     return std::make_tuple(a.ptx, a.arch, a.arch_specific) < std::make_tuple(b.ptx, b.arch, b.arch_specific);
   });
-  std::string text;
-  for (const KernelImage& image : common) text += (text.empty() ? "" : ", ") + to_string(image);
+  const std::string text = join(common, ", ", [](const KernelImage& image) { return to_string(image); });
   return text.empty() ? "none in common" : text;
 }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "runtime/util/error.h"
+#include "runtime/util/strings.h"
 
 namespace dtrain {
 
@@ -16,8 +17,7 @@ const MetricValue* MetricValues::find(const std::string& name) const {
 double MetricValues::at(const std::string& name) const {
   const MetricValue* v = find(name);
   if (v == nullptr) {
-    std::string names;
-    for (const MetricValue& m : values_) names += (names.empty() ? "" : ", ") + m.name;
+    const std::string names = join(values_, ", ", [](const MetricValue& m) { return m.name; });
     throw Error("no metric '" + name + "' among: " + (names.empty() ? "(none)" : names));
   }
   return v->value;

@@ -11,6 +11,7 @@
 namespace dtrain {
 namespace {
 
+// The one counter's sum and the number of counters (0 or 1): see FlopCounter.
 std::atomic<double> g_flops{0.0};
 std::atomic<int> g_counters{0};
 

@@ -17,8 +17,10 @@ namespace dtrain {
 // FLOPs of one op call `name` ("aten::convolution", ...) with `inputs`; 0 for ops not counted.
 double op_flops(const std::string& name, c10::ArrayRef<const c10::IValue> inputs);
 
-// Counts on the constructing thread (and the threads its ops hand work to) from construction until
-// destruction. One at a time per thread.
+// Counts the ops of the constructing thread (and of the threads its ops hand work to, such as autograd's)
+// from construction until destruction. One at a time per process: LibTorch's callbacks carry no data of
+// their own and run on those other threads too, so the count is one process-wide sum; a second counter
+// while one counts throws Error.
 class FlopCounter final {
  public:
   FlopCounter();

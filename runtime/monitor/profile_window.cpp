@@ -4,8 +4,9 @@
 #include <ATen/detail/CUDAHooksInterface.h>
 
 #include <algorithm>
-#include <cstring>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "runtime/util/check.h"
 #include "runtime/util/file_io.h"
@@ -46,23 +47,19 @@ void ProfileWindow::finish() {
     profiler_.reset();
   }
   // The profiling rank's files go to rank 0, which holds the run directory (possibly on another node).
-  at::Tensor sizes = at::tensor({static_cast<int64_t>(out.trace_json.size()), static_cast<int64_t>(out.table_csv.size()),
-                                 static_cast<int64_t>(out.kineto), static_cast<int64_t>(out.cuda), out.events},
-                                at::kLong);
   if (root != 0) {
-    comm_.broadcast(sizes, root);
-    at::Tensor bytes = at::empty({sizes[0].item<int64_t>() + sizes[1].item<int64_t>()}, at::kByte);
-    if (comm_.rank() == root) {
-      std::memcpy(bytes.data_ptr<uint8_t>(), out.trace_json.data(), out.trace_json.size());
-      std::memcpy(bytes.data_ptr<uint8_t>() + out.trace_json.size(), out.table_csv.data(), out.table_csv.size());
-    }
-    comm_.broadcast(bytes, root);
-    const char* data = reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>());
-    out.trace_json.assign(data, static_cast<size_t>(sizes[0].item<int64_t>()));
-    out.table_csv.assign(data + out.trace_json.size(), static_cast<size_t>(sizes[1].item<int64_t>()));
-    out.kineto = sizes[2].item<int64_t>() != 0;
-    out.cuda = sizes[3].item<int64_t>() != 0;
-    out.events = sizes[4].item<int64_t>();
+    std::vector<std::string> parts{std::move(out.trace_json), std::move(out.table_csv),
+                                   std::to_string(out.kineto) + " " + std::to_string(out.cuda) + " " +
+                                       std::to_string(out.events)};
+    comm_.broadcast_bytes(parts, root);
+    out.trace_json = std::move(parts[0]);
+    out.table_csv = std::move(parts[1]);
+    std::istringstream flags(parts[2]);
+    int kineto = 0;
+    int cuda = 0;
+    flags >> kineto >> cuda >> out.events;
+    out.kineto = kineto != 0;
+    out.cuda = cuda != 0;
   }
   if (!comm_.is_root()) return;
   ProfileRecord record;

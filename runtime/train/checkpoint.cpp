@@ -343,8 +343,8 @@ std::string Checkpointer::save(const CheckpointMeta& meta, const std::vector<Tra
 
 std::optional<CheckpointMeta> Checkpointer::restore(std::vector<TrainedModule>& modules, const std::string& workload,
                                                     const std::string& optimizer_name) const {
-  // Rank 0 decides and reads, then broadcasts [status, path length, payload length] and the payload:
-  // the path followed by the file's bytes, or the error message. Status -1: no checkpoint; -2: unusable.
+  // Rank 0 decides and reads, then broadcasts the status, the path and the payload: the file's bytes, or
+  // the error message. Status -1: no checkpoint; -2: unusable.
   std::string path;
   std::string payload;
   int64_t status = -1;
@@ -368,18 +368,13 @@ std::optional<CheckpointMeta> Checkpointer::restore(std::vector<TrainedModule>& 
       status = -2;
     }
   }
-  at::Tensor header = at::tensor(std::vector<int64_t>{status, static_cast<int64_t>(path.size()),
-                                                      static_cast<int64_t>(payload.size())}, at::kLong);
-  comm_.broadcast(header, 0);
-  status = header[0].item<int64_t>();
+  std::vector<std::string> parts{std::to_string(status), std::move(path), std::move(payload)};
+  comm_.broadcast_bytes(parts, 0);
+  status = std::stoll(parts[0]);
   if (status == -1) return std::nullopt;
-  const int64_t path_length = header[1].item<int64_t>();
-  at::Tensor data = comm_.is_root() ? string_tensor(path + payload)
-                                    : at::empty({path_length + header[2].item<int64_t>()}, at::kByte);
-  comm_.broadcast(data, 0);
-  if (status == -2) throw DataError(tensor_string(data));
-  path = tensor_string(data.narrow(0, 0, path_length));
-  data = data.narrow(0, path_length, data.numel() - path_length);
+  if (status == -2) throw DataError(parts[2]);
+  path = std::move(parts[1]);
+  const std::string data = std::move(parts[2]);
 
   // Every rank now holds the same bytes, so every rank reaches the same verdict below.
   const std::string where = "checkpoint '" + path + "'";
@@ -397,7 +392,7 @@ std::optional<CheckpointMeta> Checkpointer::restore(std::vector<TrainedModule>& 
         break;
       }
     }
-    archive.load_from(static_cast<const char*>(data.data_ptr()), static_cast<size_t>(data.numel()), device);
+    archive.load_from(data.data(), data.size(), device);
     version = read_int(archive, "format_version");
     if (version < 1 || version > kFormatVersion) {
       throw DataError("format version " + std::to_string(version) + ", expected 1 to " + std::to_string(kFormatVersion) +

@@ -7,6 +7,7 @@
 
 #include "runtime/util/check.h"
 #include "runtime/util/error.h"
+#include "runtime/util/strings.h"
 
 namespace dtrain {
 
@@ -33,8 +34,7 @@ size_t MetricSums::index_of(const std::string& name) const {
   for (size_t i = 0; i < names_.size(); ++i) {
     if (names_[i] == name) return i;
   }
-  std::string declared;
-  for (const std::string& n : names_) declared += (declared.empty() ? "" : ", ") + n;
+  const std::string declared = join(names_);
   throw Error("metric '" + name + "' was not declared by the workload's step (declared: " +
               (declared.empty() ? "none" : declared) + ")");
 }

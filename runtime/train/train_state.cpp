@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "runtime/train/optimizer_factory.h"
+#include "runtime/util/strings.h"
 
 namespace dtrain {
 namespace {
@@ -39,8 +40,7 @@ TrainedModule& TrainState::get(const std::string& name) {
   for (TrainedModule& m : modules_) {
     if (m.name == name) return m;
   }
-  std::string names;
-  for (const TrainedModule& m : modules_) names += (names.empty() ? "" : ", ") + m.name;
+  const std::string names = join(modules_, ", ", [](const TrainedModule& m) { return m.name; });
   throw Error("the training state has no module '" + name + "' (it has: " + (names.empty() ? "none" : names) + ")");
 }
 

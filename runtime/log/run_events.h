@@ -126,7 +126,7 @@ struct EpochStats {
   std::string checkpoint_path;   // empty if none was written
 };
 
-// What one rank used at one moment (runtime/monitor/resource_sampler.h).
+// What one rank used at one moment (runtime/monitor/resource_poller.h).
 struct ResourceSample {
   double unix_time_s = 0.0;  // wall clock (seconds since 1970), comparable across the ranks of a job
   double cpu_percent = 0.0;  // process CPU time (user + system, all threads) over the interval, % of one core

@@ -5,8 +5,8 @@
 namespace dtrain {
 namespace {
 
-// The part of NVML's C API (nvml.h, stable across driver versions) the sampler uses, declared here so
-// that building dtrain needs no NVML headers.
+// The part of NVML's C API (nvml.h, stable across driver versions) the resource poller uses, declared
+// here so that building dtrain needs no NVML headers.
 using nvmlReturn_t = int;
 constexpr nvmlReturn_t kNvmlSuccess = 0;
 using nvmlDevice_t = void*;
@@ -61,7 +61,7 @@ std::unique_ptr<NvmlDevice> NvmlDevice::open(int index, std::string& why) {
       !api->bind(api->utilization, "nvmlDeviceGetUtilizationRates") ||
       !api->bind(api->memory, "nvmlDeviceGetMemoryInfo") || !api->bind(api->power, "nvmlDeviceGetPowerUsage") ||
       !api->bind(api->clock, "nvmlDeviceGetClockInfo")) {
-    why = "libnvidia-ml.so.1 lacks a function the sampler needs: no GPU samples";
+    why = "libnvidia-ml.so.1 lacks a function the resource poller needs: no GPU samples";
     return nullptr;
   }
   api->bind(api->name, "nvmlDeviceGetName");  // optional: only the MFU's peak lookup needs it

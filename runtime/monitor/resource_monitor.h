@@ -1,4 +1,4 @@
-// log.sample_interval_s as a run observer: a ResourceSampler on every rank from the run's start, and every
+// log.sample_interval_s as a run observer: a ResourcePoller on every rank from the run's start, and every
 // rank's samples gathered into rank 0's run log after each epoch and at the end (collective).
 #pragma once
 
@@ -10,7 +10,7 @@
 #include "runtime/config/config.h"
 #include "runtime/log/run_logger.h"
 #include "runtime/log/run_observer.h"
-#include "runtime/monitor/resource_sampler.h"
+#include "runtime/monitor/resource_poller.h"
 
 namespace dtrain {
 
@@ -29,7 +29,7 @@ class ResourceMonitor final : public RunObserver {
   Communicator& comm_;
   RunLogger& logger_;
   c10::Device device_;
-  std::unique_ptr<ResourceSampler> sampler_;  // nullptr when log.sample_interval_s is 0
+  std::unique_ptr<ResourcePoller> poller_;  // nullptr when log.sample_interval_s is 0
 };
 
 }  // namespace dtrain

@@ -16,7 +16,7 @@
 #include "runtime/log/run_logger.h"
 #include "runtime/log/run_observer.h"
 #include "runtime/monitor/flop_counter.h"
-#include "runtime/monitor/resource_sampler.h"
+#include "runtime/monitor/resource_poller.h"
 
 namespace dtrain {
 

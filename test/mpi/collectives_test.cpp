@@ -2,7 +2,7 @@
 
 #include <ATen/ATen.h>
 
-#include "runtime/monitor/resource_sampler.h"
+#include "runtime/monitor/resource_poller.h"
 #include "runtime/util/error.h"
 #include "test/mpi/mpi_test_support.h"
 #include "test/support/gpu.h"

@@ -26,7 +26,7 @@ namespace dtrain {
 
 class NvmlDevice;
 
-struct ResourceSamplerOptions {
+struct ResourcePollerOptions {
   double interval_s = 1.0;
   // The network interfaces whose bytes count: names or name prefixes. Empty: every interface but the
   // loopback. See network_interfaces_from_environment().
@@ -44,14 +44,14 @@ std::vector<std::string> network_interfaces_from_environment();
 // indices (GPU UUIDs and MIG names are left to NVML: nullopt), else the CUDA index itself.
 std::optional<int> nvml_index_of_cuda_device(int cuda_device);
 
-class ResourceSampler final {
+class ResourcePoller final {
  public:
   // Starts the sampling thread, which takes a sample every interval from now on. An NVML that cannot be
   // opened or has no such device leaves the GPU keys out (nvml_note() says why).
-  explicit ResourceSampler(ResourceSamplerOptions options);
-  ~ResourceSampler();
-  ResourceSampler(const ResourceSampler&) = delete;
-  ResourceSampler& operator=(const ResourceSampler&) = delete;
+  explicit ResourcePoller(ResourcePollerOptions options);
+  ~ResourcePoller();
+  ResourcePoller(const ResourcePoller&) = delete;
+  ResourcePoller& operator=(const ResourcePoller&) = delete;
 
   // The samples taken since the last call, oldest first. Thread-safe.
   std::vector<ResourceSample> take();
@@ -63,7 +63,7 @@ class ResourceSampler final {
   void run();
   ResourceSample sample();
 
-  ResourceSamplerOptions options_;
+  ResourcePollerOptions options_;
   std::unique_ptr<NvmlDevice> gpu_;
   std::string nvml_note_;
   int64_t rx_start_ = 0;

@@ -6,7 +6,7 @@
 #include <cstdlib>
 
 #include "runtime/comm/local_communicator.h"
-#include "runtime/monitor/resource_sampler.h"
+#include "runtime/monitor/resource_poller.h"
 
 using namespace dtrain;
 
@@ -55,11 +55,11 @@ TEST_CASE("interfaces and the GPU come from the launcher's environment", "[monit
   unsetenv("CUDA_VISIBLE_DEVICES");
 }
 
-TEST_CASE("the sampler records this process's CPU and memory use every interval", "[monitor]") {
-  ResourceSamplerOptions options;
+TEST_CASE("the resource poller records this process's CPU and memory use every interval", "[monitor]") {
+  ResourcePollerOptions options;
   options.interval_s = 0.02;
   options.nvml_index = 0;  // no NVML on a machine without a driver: noted, no GPU keys
-  ResourceSampler sampler(options);
+  ResourcePoller sampler(options);
   // Keep one core busy for 0.3 s.
   const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
   volatile double sink = 0;

@@ -1,4 +1,4 @@
-#include "runtime/monitor/resource_sampler.h"
+#include "runtime/monitor/resource_poller.h"
 
 #include <unistd.h>
 
@@ -172,7 +172,7 @@ std::optional<int> nvml_index_of_cuda_device(int cuda_device) {
   return std::stoi(entry);
 }
 
-ResourceSampler::ResourceSampler(ResourceSamplerOptions options) : options_(std::move(options)) {
+ResourcePoller::ResourcePoller(ResourcePollerOptions options) : options_(std::move(options)) {
   if (options_.nvml_index) gpu_ = NvmlDevice::open(*options_.nvml_index, nvml_note_);
   const NetBytes net = read_network_bytes(options_.interfaces);
   rx_start_ = net.rx;
@@ -182,7 +182,7 @@ ResourceSampler::ResourceSampler(ResourceSamplerOptions options) : options_(std:
   thread_ = std::thread([this] { run(); });
 }
 
-ResourceSampler::~ResourceSampler() {
+ResourcePoller::~ResourcePoller() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -191,14 +191,14 @@ ResourceSampler::~ResourceSampler() {
   thread_.join();
 }
 
-std::vector<ResourceSample> ResourceSampler::take() {
+std::vector<ResourceSample> ResourcePoller::take() {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<ResourceSample> taken;
   taken.swap(taken_);
   return taken;
 }
 
-void ResourceSampler::run() {
+void ResourcePoller::run() {
   const auto interval = std::chrono::duration<double>(options_.interval_s);
   auto next = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mutex_);
@@ -212,7 +212,7 @@ void ResourceSampler::run() {
   }
 }
 
-ResourceSample ResourceSampler::sample() {
+ResourceSample ResourcePoller::sample() {
   ResourceSample s;
   s.unix_time_s = unix_now_s();
   const auto now = std::chrono::steady_clock::now();

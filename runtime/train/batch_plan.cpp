@@ -37,4 +37,28 @@ BatchPlan plan_global_batch(int64_t global_batch, int world_size, int64_t max_pe
   return BatchPlan{global_batch, 1, per_rank_total};  // unreachable: one sample per pass always fits
 }
 
+RunBatch plan_run_batch(TrainOptions& options, int world_size, int64_t restored_global) {
+  if (options.elastic_batch != ElasticBatch::kGlobal) {
+    return {options.batch_size * options.accumulate * world_size, {}};
+  }
+  int64_t global = options.global_batch_size;
+  const char* from = "train.global_batch_size";
+  if (global == 0 && restored_global > 0) {
+    global = restored_global;
+    from = "the checkpoint's";
+  }
+  if (global == 0) {
+    global = options.batch_size * options.accumulate * world_size;
+    from = "batch_size x accumulate x ranks at this start";
+  }
+  const BatchPlan plan = plan_global_batch(global, world_size, options.batch_size);
+  // train.max_steps counts backward passes at the configured accumulation: the same optimizer steps.
+  if (options.max_steps > 0) {
+    options.max_steps = (options.max_steps + options.accumulate - 1) / options.accumulate * plan.accumulate;
+  }
+  options.batch_size = plan.per_rank;
+  options.accumulate = plan.accumulate;
+  return {plan.global_batch, "elastic batch: " + plan.text() + " (" + from + "; train.elastic_batch global)"};
+}
+
 }  // namespace dtrain

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/config/config.h"
+
 namespace dtrain {
 
 struct BatchPlan {
@@ -20,5 +22,16 @@ struct BatchPlan {
 // fits on one device). Throws ConfigError when `global_batch` cannot be split evenly over `world_size`
 // ranks, naming the world sizes it can run at.
 BatchPlan plan_global_batch(int64_t global_batch, int world_size, int64_t max_per_rank);
+
+// The batch a run trains with at `world_size` ranks. With train.elastic_batch global, the global batch of
+// train.global_batch_size, else the resumed checkpoint's (`restored_global`, 0 for none), else batch_size
+// x accumulate x ranks, split by plan_global_batch: options.batch_size, accumulate and max_steps (which
+// counts backward passes) are set to the plan's, and `note` says how it was split and why. Otherwise
+// the per-rank batch as configured.
+struct RunBatch {
+  int64_t global_batch = 0;
+  std::string note;  // empty unless the global batch is held
+};
+RunBatch plan_run_batch(TrainOptions& options, int world_size, int64_t restored_global);
 
 }  // namespace dtrain

@@ -1,7 +1,6 @@
 #include "runtime/train/trainer.h"
 
 #include <ATen/ATen.h>
-#include <torch/optim/optimizer.h>
 
 #include <algorithm>
 #include <cmath>
@@ -9,8 +8,9 @@
 #include <optional>
 
 #include "runtime/data/distributed_sampler.h"
-#include "runtime/nn/batch_norm.h"
 #include "runtime/train/batch_plan.h"
+#include "runtime/train/module_setup.h"
+#include "runtime/train/non_finite.h"
 #include "runtime/train/optimizer_factory.h"
 #include "runtime/util/check.h"
 #include "runtime/util/process_stats.h"
@@ -32,16 +32,6 @@ uint64_t epoch_seed(int64_t seed, int64_t epoch, int rank) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
-}
-
-// "training loss is", "training metrics d_loss, g_loss are": what a non-finite check found.
-std::string non_finite_metrics(const char* split, const MetricValues& values, bool with_verb) {
-  std::vector<std::string> bad;
-  for (const MetricValue& m : values.all()) {
-    if (!std::isfinite(m.sum)) bad.push_back(m.name);
-  }
-  if (bad.size() == 1) return std::string(split) + " " + bad.front() + (with_verb ? " is" : "");
-  return std::string(split) + " metrics " + join(bad) + (with_verb ? " are" : "");
 }
 
 }  // namespace
@@ -91,26 +81,11 @@ Trainer::Trainer(const TrainConfig& config, const Workload& workload, Communicat
   at::manual_seed(static_cast<uint64_t>(seed_));
   int64_t synced_batchnorms = 0;
   for (NamedModule& named : workload_.make_modules(data_, config_)) {
-    named.module->to(device_);  // before the optimizer takes the parameters
-    if (config_.train.sync_batchnorm) {
-      // On one rank the global batch is the rank's own: plain BatchNorm computes the same, without the
-      // collectives.
-      synced_batchnorms += sync_batchnorm_statistics(*named.module, comm_.world_size() > 1 ? &comm_ : nullptr);
-    }
-    if (config_.train.channels_last) {
-      // NHWC weights, so that convolutions on NHWC inputs need no layout change in forward or backward.
-      at::NoGradGuard no_grad;
-      for (at::Tensor& p : named.module->parameters()) {
-        if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
-      }
-    }
-    std::unique_ptr<torch::optim::Optimizer> optimizer;
-    if (named.trained) {
-      optimizer = make_optimizer(config_.train, *named.module, named.no_weight_decay);
-    } else {
-      for (at::Tensor& p : named.module->parameters()) p.set_requires_grad(false);
-    }
-    state_.add(named.name, std::move(named.module), std::move(optimizer));
+    // On one rank the global batch is the rank's own: plain BatchNorm computes the same, without the
+    // collectives.
+    PreparedModule prepared = prepare_module(named, config_.train, device_, comm_.world_size() > 1 ? &comm_ : nullptr);
+    synced_batchnorms += prepared.synced_batchnorms;
+    state_.add(named.name, std::move(named.module), std::move(prepared.optimizer));
   }
   DTRAIN_CHECK(!state_.modules().empty(), Error, "workload '" << workload_.name() << "' made no modules to train");
   DTRAIN_CHECK(!config_.train.sync_batchnorm || synced_batchnorms > 0, ConfigError,
@@ -165,31 +140,10 @@ void Trainer::restore() {
 
 void Trainer::plan_batch() {
   planned_ = true;
-  TrainOptions& opt = config_.train;
-  const int world = comm_.world_size();
-  if (opt.elastic_batch != ElasticBatch::kGlobal) {
-    global_batch_ = opt.batch_size * opt.accumulate * world;
-    return;
-  }
-  int64_t global = opt.global_batch_size;
-  const char* from = "train.global_batch_size";
-  if (global == 0 && restored_ && restored_->global_batch > 0) {
-    global = restored_->global_batch;
-    from = "the checkpoint's";
-  }
-  if (global == 0) {
-    global = opt.batch_size * opt.accumulate * world;
-    from = "batch_size x accumulate x ranks at this start";
-  }
-  const BatchPlan plan = plan_global_batch(global, world, opt.batch_size);
-  // train.max_steps counts backward passes at the configured accumulation: the same optimizer steps.
-  if (opt.max_steps > 0) opt.max_steps = (opt.max_steps + opt.accumulate - 1) / opt.accumulate * plan.accumulate;
-  opt.batch_size = plan.per_rank;
-  opt.accumulate = plan.accumulate;
-  global_batch_ = plan.global_batch;
-  batch_note_ = "elastic batch: " + plan.text() + " (" + from + "; train.elastic_batch global)";
+  RunBatch batch = plan_run_batch(config_.train, comm_.world_size(), restored_ ? restored_->global_batch : 0);
+  global_batch_ = batch.global_batch;
+  batch_note_ = std::move(batch.note);
 }
-
 
 CheckpointMeta Trainer::checkpoint_meta(int64_t completed_epoch) const {
   CheckpointMeta meta;
@@ -353,20 +307,7 @@ EpochStats Trainer::run_epoch(int64_t epoch) {
 }
 
 NonFiniteError Trainer::non_finite(int64_t epoch, int64_t first_step, int64_t last_step, const std::string& what) const {
-  std::string where = "epoch " + std::to_string(epoch);
-  if (first_step > 0) {
-    where += first_step == last_step ? ", step " + std::to_string(first_step)
-                                     : ", steps " + std::to_string(first_step) + "-" + std::to_string(last_step);
-  }
-  std::string advice = "Lower the learning rate (" + format_number(config_.train.lr) + ")";
-  if (config_.train.on_nonfinite == NonFinitePolicy::kStop) advice += " or skip such steps with --on-nonfinite skip-step";
-  // Epoch (epoch - 1) was checkpointed by this run, or restored from: --resume goes on from there.
-  if (config_.checkpoint.enabled && epoch > 1) {
-    advice += ", then --resume from the checkpoint of epoch " + std::to_string(epoch - 1) + " in '" +
-              config_.checkpoint.dir + "'";
-  }
-  return NonFiniteError(where + ": " + what + " (train.on_nonfinite: " + to_string(config_.train.on_nonfinite) +
-                        "); no checkpoint was written for this epoch. " + advice);
+  return non_finite_error(config_, epoch, first_step, last_step, what);
 }
 
 MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
@@ -488,15 +429,8 @@ void Trainer::check_device_flag(int64_t epoch) const {
 
 void Trainer::report_skipped_steps(int64_t epoch, EpochStats& stats) {
   stats.skipped_steps = state_.skipped_steps();
-  if (const LossScaler* scaler = state_.scaler(); scaler != nullptr && scaler->skipped_steps() > 0) {
-    logger_.info("fp16: " + std::to_string(scaler->skipped_steps()) +
-                 " optimizer steps skipped so far for inf/NaN gradients; loss scale now " +
-                 std::to_string(scaler->current_scale()));
-  } else if (stats.skipped_steps > 0) {
-    logger_.info("epoch " + std::to_string(epoch) + ": " + std::to_string(stats.skipped_steps) + " of " +
-                 std::to_string(stats.steps) +
-                 " optimizer steps skipped for a NaN or infinite loss or gradient (train.on_nonfinite: skip-step)");
-  }
+  const std::string note = skipped_steps_note(epoch, stats.skipped_steps, stats.steps, state_.scaler());
+  if (!note.empty()) logger_.info(note);
 }
 
 int64_t Trainer::eval_samples() const {

@@ -13,13 +13,14 @@ ratio peer / dtrain (> 1: dtrain is faster), mean GPU utilisation, peak GPU memo
 writes everything as JSON.
 
 Usage: bench/gpu_epoch_bench.py --dtrain build-cuda/dtrain [--python PYTHON] [--epochs 2] [--reps 3]
-                                [--peers example,eager,graph]
+                                [--peers example,eager,graph] [--dtrain-args "--device-steps"]
 Run it with the Python whose torch has CUDA (pip's wheel); --python defaults to this interpreter.
 """
 import argparse
 import glob
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -82,6 +83,7 @@ def run_dtrain(args, env, work):
            "--epochs", str(args.epochs), "--batch-size", str(args.batch_size), "--checkpoint=false",
            "--log-dir", log_dir, "--progress", "off", "--precision", args.precision]
     cmd += ["--data-dir", args.data_dir] if args.data_dir else []
+    cmd += shlex.split(args.dtrain_args)
     with GpuSampler(args.gpu) as gpu:
         run(cmd, env)
     events = [json.loads(line) for line in open(glob.glob(log_dir + "/*/events.jsonl")[0])]
@@ -127,6 +129,7 @@ def main():
     parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"))
     parser.add_argument("--gpu", type=int, default=0, help="GPU index to sample with nvidia-smi")
     parser.add_argument("--peers", default="example,eager,graph", help="comma-separated, of: " + ", ".join(PEERS))
+    parser.add_argument("--dtrain-args", default="", help="more flags for dtrain, such as --device-steps")
     parser.add_argument("--out", default=os.path.join(HERE, "results", "gpu_epoch.json"))
     args = parser.parse_args()
 
@@ -149,9 +152,10 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
 
     report = {"bench": "gpu_epoch", "epochs": args.epochs, "reps": args.reps, "batch_size": args.batch_size,
-              "backend": args.backend, "precision": args.precision, "peers": peers,
+              "backend": args.backend, "precision": args.precision, "dtrain_args": args.dtrain_args, "peers": peers,
               "peer_torch": runs[peers[0]][0]["torch_version"] if peers else None}
-    print(f"\nmnist, batch {args.batch_size}, median of {args.reps} repetitions (dtrain {args.backend}/{args.precision},"
+    print(f"\nmnist, batch {args.batch_size}, median of {args.reps} repetitions (dtrain {args.backend}/{args.precision}"
+          f"{' ' + args.dtrain_args if args.dtrain_args else ''},"
           f" PyTorch {report['peer_torch']} fp32); epoch seconds (train seconds), ratio = peer / dtrain")
     print(f"{'epoch':>5} | {'dtrain':>15} | " + " | ".join(f"{name:>23}" for name in peers))
     medians = {name: (median_epochs(r, "epoch_s"), median_epochs(r, "train_s")) for name, r in runs.items()}

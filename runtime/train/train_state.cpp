@@ -66,8 +66,8 @@ void TrainState::begin_micro_batch(const MicroBatch& micro_batch) {
 
 void TrainState::enable_device_steps() {
   if (options_.on_nonfinite == NonFinitePolicy::kSkipStep) {
-    throw ConfigError("train.on_nonfinite 'skip-step' decides on the host whether each step is taken, which a "
-                      "step run on the device (a CUDA graph) cannot do; use 'stop'");
+    throw ConfigError("train.device_steps: train.on_nonfinite 'skip-step' decides on the host whether each step is "
+                      "taken, which a step run on the device cannot do; use 'stop'");
   }
   for (TrainedModule& m : modules_) {
     if (m.optimizer) m.device_optimizer = std::make_unique<DeviceOptimizer>(*m.optimizer, options_.optimizer);

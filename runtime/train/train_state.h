@@ -94,7 +94,8 @@ class TrainState {
   // micro-batch: the step was issued, and the device decides whether it is taken.
   bool step(const std::string& name);
 
-  // Optimizer steps decided and taken on the device from now on: DeviceOptimizer's masked update, the
+  // Optimizer steps decided and taken on the device from now on (train.device_steps; the trainer calls it
+  // once its modules are added): DeviceOptimizer's masked update, the
   // loss scaler's overflow flag and the non-finite check stay on the device, so a training step reads
   // nothing on the host, as a CUDA graph of the whole step needs. Not with train.on_nonfinite skip-step,
   // whose skipped steps the trainer must know on the host (ConfigError). Local; after add().

@@ -88,6 +88,7 @@ Trainer::Trainer(const TrainConfig& config, const Workload& workload, Communicat
     state_.add(named.name, std::move(named.module), std::move(prepared.optimizer));
   }
   DTRAIN_CHECK(!state_.modules().empty(), Error, "workload '" << workload_.name() << "' made no modules to train");
+  if (config_.train.device_steps) state_.enable_device_steps();
   DTRAIN_CHECK(!config_.train.sync_batchnorm || synced_batchnorms > 0, ConfigError,
                "train.sync_batchnorm is set, but the " << workload_.name()
                                                        << " workload's model has no BatchNorm layers to sync");

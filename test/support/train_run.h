@@ -42,11 +42,9 @@ inline TrainConfig resolved(TrainConfig config, const RunDirectory* run_dir) {
 // Called with the trainer and its logger before the run: adds observers (which must outlive the run).
 using ObserverSetup = std::function<void(Trainer&, RunLogger&)>;
 
-// `device_steps`: optimizer steps taken on the device (TrainState::enable_device_steps), as a captured step
-// takes them.
 inline TrainRun train_run(const TrainConfig& config, const Workload& workload, Communicator& comm,
                           ReducerOptions buckets = ReducerOptions{BucketOptions{512, 64}},
-                          c10::Device device = c10::Device(c10::DeviceType::CPU), bool device_steps = false,
+                          c10::Device device = c10::Device(c10::DeviceType::CPU),
                           const ObserverSetup& observe = nullptr) {
   ReducerFactory make_reducer = [buckets](std::vector<at::Tensor> params, const std::vector<at::Tensor>& buffers,
                                           Communicator& c) -> std::unique_ptr<GradReducer> {
@@ -56,7 +54,6 @@ inline TrainRun train_run(const TrainConfig& config, const Workload& workload, C
   const std::unique_ptr<RunDirectory> run_dir = open_run_directory(config, comm);
   RunLogger logger(config.log, comm.is_root(), run_dir ? run_dir->path() : "", console);
   Trainer trainer(resolved(config, run_dir.get()), workload, comm, logger, make_reducer, device);
-  if (device_steps) trainer.state().enable_device_steps();
   if (observe) observe(trainer, logger);
   trainer.restore();
   TrainRun run;

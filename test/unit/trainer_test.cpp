@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "runtime/comm/local_communicator.h"
+#include "runtime/config/validate.h"
 #include "runtime/monitor/run_telemetry.h"
 #include "runtime/train/batch_plan.h"
 #include "runtime/train/checkpoint.h"
@@ -308,13 +309,12 @@ TEST_CASE("steps taken on the device train as the eager steps do, through a chec
     TrainConfig first = test::tiny_config(device_dir.path());
     first.train = config.train;
     first.train.epochs = 2;
-    const test::TrainRun device_first = test::train_run(first, *workload, comm, {BucketOptions{512, 64}},
-                                                        c10::Device(c10::DeviceType::CPU), /*device_steps=*/true);
+    first.train.device_steps = true;
+    const test::TrainRun device_first = test::train_run(first, *workload, comm);
     TrainConfig rest = first;
     rest.train.epochs = 3;
     rest.checkpoint.resume = true;
-    const test::TrainRun device_rest = test::train_run(rest, *workload, comm, {BucketOptions{512, 64}},
-                                                       c10::Device(c10::DeviceType::CPU), /*device_steps=*/true);
+    const test::TrainRun device_rest = test::train_run(rest, *workload, comm);
     for (int e = 0; e < 2; ++e) {
       CHECK(device_first.result.epochs[e].train.at("loss") == Approx(eager.result.epochs[e].train.at("loss")).epsilon(1e-5));
     }
@@ -328,10 +328,15 @@ TEST_CASE("device steps refuse the skip-step policy, which decides on the host",
   test::TempDir dir;
   TrainConfig config = test::tiny_config(dir.path());
   config.train.on_nonfinite = NonFinitePolicy::kSkipStep;
+  config.train.device_steps = true;
   auto workload = test::make_tiny_workload();
   LocalCommunicator comm;
-  CHECK_THROWS_WITH(test::train_run(config, *workload, comm, {BucketOptions{512, 64}}, c10::Device(c10::DeviceType::CPU), true),
+  CHECK_THROWS_WITH(test::train_run(config, *workload, comm),
                     Contains("train.on_nonfinite 'skip-step' decides on the host"));
+  CHECK_THROWS_WITH(
+      validate_config(config, {{"train.device_steps", "--device-steps"}, {"train.on_nonfinite", "--on-nonfinite"}}),
+      "train.device_steps (from --device-steps) takes every step on the device, but train.on_nonfinite (from "
+      "--on-nonfinite) 'skip-step' decides on the host whether a step is taken; use --on-nonfinite stop");
 }
 
 namespace {
@@ -386,7 +391,7 @@ TEST_CASE("observers see the run's hooks in order, and their additions reach the
   RecordingObserver b("b", calls);
   LocalCommunicator comm;
   const test::TrainRun run = test::train_run(config, *workload, comm,
-                                             ReducerOptions{BucketOptions{512, 64}}, c10::Device(c10::kCPU), false,
+                                             ReducerOptions{BucketOptions{512, 64}}, c10::Device(c10::kCPU),
                                              [&](Trainer& trainer, RunLogger&) {
                                                trainer.observe(a);
                                                trainer.observe(b);
@@ -424,7 +429,7 @@ TEST_CASE("run telemetry counts the step's FLOPs and gives TFLOP/s and MFU again
   LocalCommunicator comm;
   std::unique_ptr<RunTelemetry> telemetry;
   const test::TrainRun run = test::train_run(config, *workload, comm, ReducerOptions{BucketOptions{512, 64}},
-                                             c10::Device(c10::kCPU), false, [&](Trainer& trainer, RunLogger& logger) {
+                                             c10::Device(c10::kCPU), [&](Trainer& trainer, RunLogger& logger) {
                                                telemetry = std::make_unique<RunTelemetry>(trainer.train_options(), comm,
                                                                                           logger, c10::Device(c10::kCPU));
                                                trainer.observe(*telemetry);

@@ -472,11 +472,16 @@ std::unique_ptr<Session> start_session(int* argc, char*** argv, const LauncherEn
 }  // namespace
 }  // namespace dtrain
 
+namespace {
+// What `dtrain` trains when no file or flag names a workload: the README's main job.
+constexpr const char* kDefaultWorkload = "mnist";
+}  // namespace
+
 int main(int argc, char** argv) {
   const dtrain::LauncherEnv launcher = dtrain::read_launcher_env(dtrain::process_environment());
   dtrain::WorkloadRegistry registry;
   dtrain::register_builtin_workloads(registry);
-  const dtrain::ConfigSchema schema(registry.config_fields());
+  const dtrain::ConfigSchema schema(registry.config_fields(), kDefaultWorkload);
   std::unique_ptr<dtrain::Session> session;
   try {
     session = dtrain::start_session(&argc, &argv, launcher, schema);

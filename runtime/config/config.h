@@ -162,7 +162,7 @@ class WorkloadOptions {
 };
 
 struct TrainConfig {
-  std::string workload = "mnist";
+  std::string workload;  // a registered name; ConfigSchema::defaults() holds the one a run trains unless told
   TrainOptions train;
   DataOptions data;
   CommOptions comm;

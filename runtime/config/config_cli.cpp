@@ -25,7 +25,7 @@ cxxopts::Options make_options(const ConfigSchema& schema) {
       ("list-workloads", "list the registered workloads and exit")
       ("version", "print the dtrain version and exit")
       ("h,help", "show this help");
-  const TrainConfig defaults;
+  const TrainConfig& defaults = schema.defaults();
   for (const ConfigField& field : schema.fields()) {
     std::string help = field.help + " [" + field.key + "]";
     const std::string default_text = field.format(defaults);
@@ -44,6 +44,7 @@ cxxopts::Options make_options(const ConfigSchema& schema) {
 CommandLine parse_command_line(int argc, const char* const* argv, const ConfigSchema& schema) {
   cxxopts::Options options = make_options(schema);
   CommandLine cmd;
+  cmd.config = schema.defaults();
   cxxopts::ParseResult parsed;
   try {
     parsed = options.parse(argc, argv);

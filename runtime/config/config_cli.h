@@ -22,8 +22,7 @@ struct CommandLine {
 // stray arguments and bad values. Does not validate cross-field rules: see validate_config.
 CommandLine parse_command_line(int argc, const char* const* argv, const ConfigSchema& schema);
 
-// The --help text, a group per section (a workload's options under its name); defaults are read from
-// TrainConfig{}.
+// The --help text, a group per section (a workload's options under its name); defaults are the schema's.
 std::string help_text(const ConfigSchema& schema);
 
 }  // namespace dtrain

@@ -500,7 +500,9 @@ std::vector<ConfigField> build_fields() {
 
 }  // namespace
 
-ConfigSchema::ConfigSchema(std::vector<ConfigField> workload_fields) : fields_(build_fields()) {
+ConfigSchema::ConfigSchema(std::vector<ConfigField> workload_fields, std::string default_workload)
+    : fields_(build_fields()) {
+  defaults_.workload = std::move(default_workload);
   for (ConfigField& field : workload_fields) {
     if (field.workload.empty() || field.key.rfind(field.workload + ".", 0) != 0) {
       throw Error("configuration key '" + field.key + "' must be under its workload's name ('" + field.workload +

@@ -72,7 +72,12 @@ class ConfigSchema {
  public:
   // Throws Error when a workload field's key is not under its workload's name or when two fields share a
   // key or a flag.
-  explicit ConfigSchema(std::vector<ConfigField> workload_fields = {});
+  // `default_workload`: what a run trains when no file or flag names a workload (launch/main.cpp picks it).
+  explicit ConfigSchema(std::vector<ConfigField> workload_fields = {}, std::string default_workload = "");
+
+  // TrainConfig{} with the default workload: the values --help shows, where parsing starts, and what
+  // config_changes() compares with.
+  const TrainConfig& defaults() const { return defaults_; }
 
   // All fields, in the order --print-config and the docs list them.
   const std::vector<ConfigField>& fields() const { return fields_; }
@@ -85,6 +90,7 @@ class ConfigSchema {
 
  private:
   std::vector<ConfigField> fields_;
+  TrainConfig defaults_;
 };
 
 // `base` (the generic defaults with a workload's recipe applied) with every key of `sources` (the keys a

@@ -141,7 +141,7 @@ std::string to_yaml(const TrainConfig& config, const ConfigSchema& schema) {
 }
 
 std::vector<std::string> config_changes(const TrainConfig& config, const ConfigSchema& schema) {
-  const TrainConfig defaults;
+  const TrainConfig& defaults = schema.defaults();
   std::vector<std::string> changes;
   for (const ConfigField& field : schema.fields()) {
     if (!ConfigSchema::applies(field, config.workload)) continue;

@@ -20,8 +20,8 @@ void apply_yaml_file(const std::string& path, const ConfigSchema& schema, TrainC
 // keys and those of config.workload.
 std::string to_yaml(const TrainConfig& config, const ConfigSchema& schema);
 
-// The keys of `config` whose values differ from the generic defaults (TrainConfig{}), in the order
-// to_yaml lists them, each as "key: value" ("train.lr: 1", "train.lr_milestones: [30, 60]").
+// The keys of `config` whose values differ from schema.defaults(), in the order to_yaml lists them, each
+// as "key: value" ("train.lr: 1", "train.lr_milestones: [30, 60]").
 std::vector<std::string> config_changes(const TrainConfig& config, const ConfigSchema& schema);
 
 }  // namespace dtrain

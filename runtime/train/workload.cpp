@@ -18,12 +18,12 @@ TrainConfig configure_workload(const Workload& workload, const TrainConfig& user
                         workload.name());
     }
   }
-  TrainConfig recipe;
-  recipe.workload = user.workload;
+  TrainConfig generic = schema.defaults();
+  generic.workload = user.workload;
+  TrainConfig recipe = generic;
   workload.apply_defaults(recipe);
   TrainConfig merged = overlay_keys(recipe, user, sources, schema);
   workload.check_config(merged);
-  const TrainConfig generic;
   for (const ConfigField& field : schema.fields()) {
     if (field.format(recipe) != field.format(generic)) {
       sources.emplace(field.key, "the " + workload.name() + " workload's defaults");  // a file or flag keeps its own
@@ -36,8 +36,8 @@ std::vector<std::pair<std::string, std::string>> workload_recipe(const Workload&
   // Shown for every workload, so that workloads compare at a glance; other keys only where they differ.
   static const char* const kAlwaysShown[] = {"train.epochs", "train.batch_size", "train.optimizer", "train.lr",
                                              "train.lr_schedule"};
-  const TrainConfig generic;
-  TrainConfig recipe;
+  const TrainConfig& generic = schema.defaults();
+  TrainConfig recipe = generic;
   workload.apply_defaults(recipe);
   std::vector<std::pair<std::string, std::string>> shown;
   for (const ConfigField& field : schema.fields()) {

@@ -231,7 +231,7 @@ TEST_CASE("biggan's configuration errors", "[biggan][config]") {
   ConfigSources sources{{"train.accumulate", "--accumulate"}};
   WorkloadRegistry registry;
   register_biggan_workloads(registry);
-  const ConfigSchema schema(registry.config_fields());
+  const ConfigSchema schema(registry.config_fields(), "mnist");
   CHECK_THROWS_AS(configure_workload(*workload, user, sources, schema), ConfigError);
   CHECK_THROWS_WITH(configure_workload(*workload, user, sources, schema), Contains("train.accumulate 2: the biggan step"));
 }

@@ -16,9 +16,10 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-// The generic options only; the workloads' own are tested with the registry (registry_test.cpp).
+// The generic options only, with main's default workload; the workloads' own are tested with the registry
+// (registry_test.cpp).
 const ConfigSchema& schema() {
-  static const ConfigSchema generic;
+  static const ConfigSchema generic({}, "mnist");
   return generic;
 }
 
@@ -30,7 +31,7 @@ CommandLine parse(std::vector<std::string> args) {
 }
 
 TrainConfig from_yaml(const std::string& text) {
-  TrainConfig config;
+  TrainConfig config = schema().defaults();
   ConfigSources sources;
   apply_yaml_text(text, "run.yaml", schema(), config, sources);
   return config;
@@ -47,9 +48,12 @@ std::string error_of(const std::function<void()>& body) {
 
 }  // namespace
 
-TEST_CASE("the generic defaults train mnist with Katib lines, and nothing is set by the user", "[config]") {
+TEST_CASE("the generic defaults train the schema's default workload with Katib lines, and nothing is set by the user",
+          "[config]") {
   const CommandLine cmd = parse({});
   CHECK(cmd.config.workload == "mnist");
+  CHECK(config_changes(cmd.config, schema()).empty());
+  CHECK_THAT(help_text(schema()), Contains("(default: mnist)"));
   CHECK(cmd.config.train.batch_size == 64);
   CHECK(cmd.config.train.optimizer == OptimizerKind::kSgd);
   CHECK(cmd.config.train.lr_schedule == LrSchedule::kConstant);
@@ -72,7 +76,7 @@ TEST_CASE("list keys take commas on the command line and YAML lists in files", "
   CHECK(parse({"--lr-milestones", "30, 60,80"}).config.train.lr_milestones == std::vector<int64_t>{30, 60, 80});
   CHECK(from_yaml("train:\n  lr_milestones: [3, 6]\n").train.lr_milestones == std::vector<int64_t>{3, 6});
   CHECK(from_yaml("train:\n  lr_milestones: 4,8\n").train.lr_milestones == std::vector<int64_t>{4, 8});
-  TrainConfig config;
+  TrainConfig config = schema().defaults();
   config.train.lr_milestones = {10, 20};
   CHECK_THAT(to_yaml(config, schema()), Contains("lr_milestones: [10, 20]"));
   CHECK(from_yaml(to_yaml(config, schema())).train.lr_milestones == std::vector<int64_t>{10, 20});
@@ -100,7 +104,7 @@ TEST_CASE("CLI flags mirror YAML keys and override the config file", "[config]")
 }
 
 TEST_CASE("every config key has a CLI flag and survives a YAML round trip", "[config]") {
-  TrainConfig changed;
+  TrainConfig changed = schema().defaults();
   changed.train.epochs = 7;
   changed.train.optimizer = OptimizerKind::kAdamW;
   changed.train.lr_schedule = LrSchedule::kMultiStep;

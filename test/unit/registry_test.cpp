@@ -38,7 +38,7 @@ TEST_CASE("a workload's recipe sits between the generic defaults and the user's 
   WorkloadRegistry registry;
   register_builtin_workloads(registry);
   const std::unique_ptr<Workload> mnist = registry.create("mnist");
-  const ConfigSchema schema(registry.config_fields());
+  const ConfigSchema schema(registry.config_fields(), "mnist");
   const char* argv[] = {"dtrain", "--lr", "0.5", "--epochs", "3"};
   CommandLine cmd = parse_command_line(5, argv, schema);
   const TrainConfig config = configure_workload(*mnist, cmd.config, cmd.sources, schema);
@@ -80,7 +80,7 @@ Parsed configure(const WorkloadRegistry& registry, const ConfigSchema& schema, s
 TEST_CASE("a workload's own options: flags, YAML, recipe, help and print-config under its name", "[registry][config]") {
   WorkloadRegistry registry;
   register_builtin_workloads(registry);
-  const ConfigSchema schema(registry.config_fields());
+  const ConfigSchema schema(registry.config_fields(), "mnist");
   REQUIRE(schema.find("biggan.d_steps") != nullptr);
   CHECK(schema.find("biggan.d_steps")->workload == "biggan");
   CHECK(schema.find("gcn.test_nodes")->workload == "gcn");

@@ -13,7 +13,7 @@ ratio peer / dtrain (> 1: dtrain is faster), mean GPU utilisation, peak GPU memo
 writes everything as JSON.
 
 Usage: bench/gpu_epoch_bench.py --dtrain build-cuda/dtrain [--python PYTHON] [--epochs 2] [--reps 3]
-                                [--peers example,eager,graph] [--dtrain-args "--device-steps"]
+                                [--peers example,eager,graph] [--dtrain-args="--compress bf16"]
 Run it with the Python whose torch has CUDA (pip's wheel); --python defaults to this interpreter.
 """
 import argparse
@@ -129,7 +129,7 @@ def main():
     parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"))
     parser.add_argument("--gpu", type=int, default=0, help="GPU index to sample with nvidia-smi")
     parser.add_argument("--peers", default="example,eager,graph", help="comma-separated, of: " + ", ".join(PEERS))
-    parser.add_argument("--dtrain-args", default="", help="more flags for dtrain, such as --device-steps")
+    parser.add_argument("--dtrain-args", default="", help="more flags for dtrain, one string: --dtrain-args=\"--compress bf16\"")
     parser.add_argument("--out", default=os.path.join(HERE, "results", "gpu_epoch.json"))
     args = parser.parse_args()
 

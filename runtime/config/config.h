@@ -66,9 +66,6 @@ struct TrainOptions {
   bool channels_last = false;  // 4-d activations and weights in NHWC memory order (faster convolutions on GPUs)
   bool sync_batchnorm = false;  // BatchNorm batch statistics over the global batch (all ranks) in training
   NonFinitePolicy on_nonfinite = NonFinitePolicy::kStop;  // see docs/failures.md
-  // Optimizer steps decided and taken on the device (DeviceOptimizer): the learning rate, step count and
-  // whether a step is taken stay there, so no step waits for the host. Not with on_nonfinite skip-step.
-  bool device_steps = false;
   double peak_tflops = 0.0;  // one device's peak TFLOP/s at the run's precision, for MFU; 0 = unknown
 };
 

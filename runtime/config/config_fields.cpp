@@ -389,10 +389,6 @@ std::vector<ConfigField> build_fields() {
                          "BatchNorm statistics over all ranks' samples in training (SyncBatchNorm), for small "
                          "per-rank batches",
                          [](TrainConfig& c) -> bool& { return c.train.sync_batchnorm; }));
-  f.push_back(bool_field("train.device_steps", "device-steps",
-                         "take optimizer steps on the device: learning rate, step count and the take-or-skip "
-                         "decision stay there, so no step waits for the host (GPU runs; needs --on-nonfinite stop)",
-                         [](TrainConfig& c) -> bool& { return c.train.device_steps; }));
   f.push_back(float_field("train.peak_tflops", "peak-tflops",
                           "one device's peak TFLOP/s at the run's precision: epoch records then carry the model "
                           "FLOPs utilisation (mfu); 0 = unknown",

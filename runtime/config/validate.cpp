@@ -53,11 +53,6 @@ void validate_config(const TrainConfig& config, const ConfigSources& sources) {
                         described("checkpoint.enabled", sources) + " is false");
     }
   }
-  if (train.device_steps && train.on_nonfinite == NonFinitePolicy::kSkipStep) {
-    throw ConfigError(described("train.device_steps", sources) + " takes every step on the device, but " +
-                      described("train.on_nonfinite", sources) + " 'skip-step' decides on the host whether a step is "
-                      "taken; use --on-nonfinite stop");
-  }
   if (train.global_batch_size > 0 && train.elastic_batch == ElasticBatch::kPerRank) {
     throw ConfigError(described("train.global_batch_size", sources) + " holds the global batch, but " +
                       described("train.elastic_batch", sources) + " is 'per-rank'; use --elastic-batch global");

@@ -4,8 +4,8 @@
 // the scale doubles again.
 //
 // The scale, the count of clean steps and the overflow flag are tensors on the training device, updated
-// by tensor ops: scaling, unscaling and the update read nothing on the host, so they run inside a
-// captured CUDA graph; the eager step reads the overflow flag once per optimizer step to decide.
+// by tensor ops: scaling, unscaling and the update read nothing on the host (they could run inside a
+// captured CUDA graph); TrainState reads the overflow flag once per optimizer step to decide.
 #pragma once
 
 #include <ATen/core/Tensor.h>

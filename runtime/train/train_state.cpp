@@ -54,7 +54,7 @@ void TrainState::add(std::string name, std::shared_ptr<torch::nn::Module> module
     if (m.name == name) throw Error("the training state already has a module '" + name + "'");
   }
   module->to(device_);
-  modules_.push_back(TrainedModule{std::move(name), std::move(module), std::move(optimizer), nullptr, nullptr});
+  modules_.push_back(TrainedModule{std::move(name), std::move(module), std::move(optimizer), nullptr});
 }
 
 AutocastScope TrainState::autocast() const { return AutocastScope(device_.type(), options_.precision); }
@@ -64,46 +64,17 @@ void TrainState::begin_micro_batch(const MicroBatch& micro_batch) {
   if (micro_batch_.first) group_skipped_ = false;
 }
 
-void TrainState::enable_device_steps() {
-  if (options_.on_nonfinite == NonFinitePolicy::kSkipStep) {
-    throw ConfigError("train.device_steps: train.on_nonfinite 'skip-step' decides on the host whether each step is "
-                      "taken, which a step run on the device cannot do; use 'stop'");
-  }
-  for (TrainedModule& m : modules_) {
-    if (m.optimizer) m.device_optimizer = std::make_unique<DeviceOptimizer>(*m.optimizer, options_.optimizer);
-  }
-  device_skipped_ = at::zeros({}, at::TensorOptions().device(device_).dtype(at::kLong));
-  device_steps_ = true;
-}
-
 void TrainState::set_learning_rate(double lr) {
   for (TrainedModule& m : modules_) {
-    if (m.device_optimizer) {
-      m.device_optimizer->set_lr(lr);
-    } else if (m.optimizer) {
-      dtrain::set_learning_rate(*m.optimizer, lr);
-    }
-  }
-}
-
-void TrainState::device_state_to_optimizers() {
-  for (TrainedModule& m : modules_) {
-    if (m.device_optimizer) m.device_optimizer->sync_to_state();
-  }
-}
-
-void TrainState::device_state_from_optimizers() {
-  for (TrainedModule& m : modules_) {
-    if (m.device_optimizer) m.device_optimizer->sync_from_state();
+    if (m.optimizer) dtrain::set_learning_rate(*m.optimizer, lr);
   }
 }
 
 int64_t TrainState::skipped_steps() const {
-  return skipped_steps_ + (device_steps_ ? device_skipped_.item<int64_t>() : 0);
+  return skipped_steps_;
 }
 
 void TrainState::begin_epoch() {
-  if (device_steps_) device_skipped_.zero_();
   skipped_steps_ = 0;
   group_skipped_ = false;
   comm_ = StepCommStats{};
@@ -148,7 +119,6 @@ bool TrainState::step(const std::string& name) {
   if (!micro_batch_.last) return false;
   TrainedModule& m = get(name);
   if (!m.optimizer) throw Error("step() of module '" + name + "', which no optimizer trains");
-  if (device_steps_) return device_step(m);
   bool taken = true;
   if (scaler_) {
     // fp16: non-finite gradients are expected while the loss scale settles; the scaler skips those steps
@@ -187,30 +157,9 @@ bool TrainState::step(const std::string& name) {
 }
 
 void TrainState::note_nonfinite_step(const at::Tensor& finite) {
-  // In place: a captured step writes the same tensor at every replay.
+  // On the device, with no host read: the step does not wait for the GPU to find out.
   first_nonfinite_step_.copy_(at::where(finite.logical_or(first_nonfinite_step_ >= 0), first_nonfinite_step_,
                                         at::full({}, micro_batch_.step, first_nonfinite_step_.options())));
-}
-
-bool TrainState::device_step(TrainedModule& m) {
-  at::Tensor take;
-  if (scaler_) {
-    std::vector<at::Tensor> grads;
-    for (const at::Tensor& p : m.module->parameters()) grads.push_back(p.grad());
-    const at::Tensor found_inf = scaler_->unscale(grads);
-    scaler_->update(found_inf);
-    take = found_inf.logical_not();
-  } else {
-    // train.on_nonfinite stop: the step is held off, so the parameters stay finite until the host's next
-    // check of the flag stops the run.
-    take = m.reducer->all_finite();
-    note_nonfinite_step(take);
-  }
-  if (options_.clip_grad_norm > 0) clip_grad_norm(*m.module, options_.clip_grad_norm);
-  m.device_optimizer->step(take);
-  m.reducer->zero_grad();
-  device_skipped_.add_(take.logical_not().to(at::kLong));
-  return true;
 }
 
 }  // namespace dtrain

@@ -17,7 +17,6 @@
 #include "runtime/config/config.h"
 #include "runtime/reduce/grad_reducer.h"
 #include "runtime/train/autocast_scope.h"
-#include "runtime/train/device_optimizer.h"
 #include "runtime/train/loss_scaler.h"
 #include "runtime/util/error.h"
 
@@ -30,8 +29,6 @@ struct TrainedModule {
   // Null for a module the step updates itself (NamedModule::trained false): no optimizer, no reducer.
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::unique_ptr<GradReducer> reducer;  // set when a run starts (the reducer syncs the replicas)
-  // With device steps (TrainState::enable_device_steps): the optimizer's steps, taken on the device.
-  std::unique_ptr<DeviceOptimizer> device_optimizer;
 };
 
 // Where the trainer is: the micro-batch within its optimizer step, and the step within the epoch.
@@ -87,26 +84,15 @@ class TrainState {
   void backward(const at::Tensor& loss, const std::vector<std::string>& modules);
 
   // At the last micro-batch of an optimizer step: the optimizer step of module `name` on its averaged
-  // gradients (clipped to train.clip_grad_norm when set), then zeroed gradients. A step whose gradients are not finite is skipped (fp16 overflow,
-  // train.on_nonfinite skip-step) or stops the run (stop: NonFiniteError, at once on the CPU, at the next
-  // check point on a GPU, where the host does not wait for the flag). Returns whether it stepped; before
-  // the last micro-batch it does nothing and returns false. With device steps it returns true at the last
-  // micro-batch: the step was issued, and the device decides whether it is taken.
+  // gradients (clipped to train.clip_grad_norm when set), then zeroed gradients. A step whose gradients
+  // are not finite is skipped (fp16 overflow, train.on_nonfinite skip-step) or stops the run (stop:
+  // NonFiniteError, at once on the CPU, at the next check point on a GPU, where the host does not wait
+  // for the flag). Returns whether it stepped; before the last micro-batch it does nothing and returns
+  // false.
   bool step(const std::string& name);
 
-  // Optimizer steps decided and taken on the device from now on (train.device_steps; the trainer calls it
-  // once its modules are added): DeviceOptimizer's masked update, the
-  // loss scaler's overflow flag and the non-finite check stay on the device, so a training step reads
-  // nothing on the host, as a CUDA graph of the whole step needs. Not with train.on_nonfinite skip-step,
-  // whose skipped steps the trainer must know on the host (ConfigError). Local; after add().
-  void enable_device_steps();
-  bool device_steps() const { return device_steps_; }
-  // The learning rate of every trained module's optimizer (and its device copy).
+  // The learning rate of every trained module's optimizer.
   void set_learning_rate(double lr);
-  // Device steps: the step counts into the optimizers' state before a checkpoint is saved, and the
-  // optimizers' state (a restored checkpoint) to the device.
-  void device_state_to_optimizers();
-  void device_state_from_optimizers();
 
   const MicroBatch& micro_batch() const { return micro_batch_; }
 
@@ -116,8 +102,7 @@ class TrainState {
   void begin_epoch();
   // Communication of the backward passes since the last call.
   StepCommStats take_comm_stats();
-  // Optimizer steps skipped this epoch (with device steps: one host read), and whether the current
-  // group had one (always false with device steps, which never skip for skip-step).
+  // Optimizer steps skipped this epoch, and whether the current group had one.
   int64_t skipped_steps() const;
   bool group_skipped() const { return group_skipped_; }
   // GPU with train.on_nonfinite stop: the first step of this epoch whose gradients were not finite, or
@@ -127,7 +112,6 @@ class TrainState {
 
  private:
   [[noreturn]] void throw_wrong_class(const std::string& name) const;
-  bool device_step(TrainedModule& m);
   // GPU, stop policy: records this micro-batch's step as the first non-finite one unless one is already.
   void note_nonfinite_step(const at::Tensor& finite);
 
@@ -140,8 +124,6 @@ class TrainState {
   StepCommStats comm_;
   int64_t skipped_steps_ = 0;
   bool group_skipped_ = false;
-  bool device_steps_ = false;
-  at::Tensor device_skipped_;  // device steps: 0-dim int64 on the device, steps not taken this epoch
   at::Tensor first_nonfinite_step_;  // GPU, stop policy: 0-dim int64 on the device, -1 = none yet
 };
 

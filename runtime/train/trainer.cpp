@@ -88,7 +88,6 @@ Trainer::Trainer(const TrainConfig& config, const Workload& workload, Communicat
     state_.add(named.name, std::move(named.module), std::move(prepared.optimizer));
   }
   DTRAIN_CHECK(!state_.modules().empty(), Error, "workload '" << workload_.name() << "' made no modules to train");
-  if (config_.train.device_steps) state_.enable_device_steps();
   DTRAIN_CHECK(!config_.train.sync_batchnorm || synced_batchnorms > 0, ConfigError,
                "train.sync_batchnorm is set, but the " << workload_.name()
                                                        << " workload's model has no BatchNorm layers to sync");
@@ -128,7 +127,6 @@ void Trainer::restore() {
     Checkpointer checkpointer(config_.checkpoint, comm_);
     restored_ = checkpointer.restore(state_.modules(), workload_.name(), to_string(config_.train.optimizer));
     if (restored_) {
-      state_.device_state_from_optimizers();
       first_epoch_ = restored_->epoch + 1;
       seed_ = restored_->seed;  // the shuffles and dropout masks must continue the original run's streams
       restore_s_ = watch.elapsed_s();
@@ -159,7 +157,6 @@ CheckpointMeta Trainer::checkpoint_meta(int64_t completed_epoch) const {
 }
 
 std::string Trainer::save_checkpoint(const CheckpointMeta& meta) {
-  state_.device_state_to_optimizers();
   const std::string path = Checkpointer(config_.checkpoint, comm_).save(meta, state_.modules());
   schedule_.saved();
   return path;

@@ -51,7 +51,7 @@ TEST_CASE("a checkpoint that does not fit the model is rejected before anything 
   auto model = workload->make_model({});
   const at::Tensor before = test::flat_params(*model);
   std::vector<TrainedModule> modules;
-  modules.push_back({"model", model, make_optimizer(config.train, *model), nullptr, nullptr});
+  modules.push_back({"model", model, make_optimizer(config.train, *model), nullptr});
   LocalCommunicator comm;
   CHECK_THROWS_AS(Checkpointer(config.checkpoint, comm).restore(modules, "tiny", "sgd"), DataError);
   CHECK(at::equal(test::flat_params(*model), before));
@@ -68,7 +68,7 @@ TEST_CASE("pruning keeps the checkpoint just written and leaves later epochs alo
   auto workload = test::make_tiny_workload();
   auto model = workload->make_model({});
   std::vector<TrainedModule> modules;
-  modules.push_back({"model", model, make_optimizer(config.train, *model), nullptr, nullptr});
+  modules.push_back({"model", model, make_optimizer(config.train, *model), nullptr});
   LocalCommunicator comm;
   const Checkpointer checkpointer(config.checkpoint, comm);
   CheckpointMeta meta;
@@ -143,7 +143,7 @@ TEST_CASE("a finished run's format-1 checkpoint, which has no metrics, is evalua
   // Rewrite the checkpoint as dtrain wrote format 1: the same model and optimizer, no metrics.
   auto model = workload->make_model({});
   std::vector<TrainedModule> modules;
-  modules.push_back({"model", model, make_optimizer(config.train, *model), nullptr, nullptr});
+  modules.push_back({"model", model, make_optimizer(config.train, *model), nullptr});
   torch::optim::Optimizer& optimizer = *modules[0].optimizer;
   LocalCommunicator comm;
   TrainConfig resume = config;

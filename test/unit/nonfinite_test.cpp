@@ -144,7 +144,7 @@ TEST_CASE("a checkpoint is never written from non-finite parameters", "[checkpoi
   auto workload = test::make_tiny_workload();
   auto model = workload->make_model({});
   std::vector<TrainedModule> modules;
-  modules.push_back({"model", model, make_optimizer(config.train, *model), nullptr, nullptr});
+  modules.push_back({"model", model, make_optimizer(config.train, *model), nullptr});
   {
     at::NoGradGuard no_grad;
     model->named_parameters()["fc2.bias"].fill_(std::nan(""));

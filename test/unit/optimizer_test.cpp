@@ -6,11 +6,8 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
-#include <algorithm>
 #include <cmath>
-#include <sstream>
 
-#include "runtime/train/device_optimizer.h"
 #include "runtime/train/optimizer_factory.h"
 #include "runtime/train/supervised_step.h"
 #include "test/support/params.h"
@@ -151,92 +148,4 @@ TEST_CASE("gradient clipping bounds the global norm of the averaged gradients", 
   config.train.clip_grad_norm = 0.0;
   const at::Tensor free = test::train_alone(config, *workload).params;
   CHECK((free - initial).norm().item<double>() > 1e-2);
-}
-
-namespace {
-
-// Two identical modules, one stepped by `make_optimizer`'s optimizer, the other by the same optimizer
-// class driven by DeviceOptimizer, both on the same gradients; `skip` lists the steps the device side
-// is told not to take (and the reference therefore does not take).
-double device_step_gap(OptimizerKind kind, const std::vector<int>& skip, bool reload_midway = false) {
-  TrainOptions options;
-  options.optimizer = kind;
-  options.lr = kind == OptimizerKind::kAdadelta ? 1.0 : 0.05;
-  options.momentum = 0.9;
-  options.nesterov = kind == OptimizerKind::kSgd;
-  options.weight_decay = 0.01;
-  options.no_decay_norm_bias = true;  // two parameter groups, one without weight decay
-  at::manual_seed(3);
-  auto reference = std::make_shared<LinearNorm>();
-  auto device = std::make_shared<LinearNorm>();
-  {
-    at::NoGradGuard no_grad;
-    for (size_t i = 0; i < reference->parameters().size(); ++i) device->parameters()[i].copy_(reference->parameters()[i]);
-  }
-  auto reference_opt = make_optimizer(options, *reference);
-  auto device_opt = make_optimizer(options, *device);
-  auto stepper = std::make_unique<DeviceOptimizer>(*device_opt, kind);
-  for (int step = 1; step <= 8; ++step) {
-    const double lr = options.lr * (step <= 4 ? 1.0 : 0.5);  // a schedule change midway
-    set_learning_rate(*reference_opt, lr);
-    stepper->set_lr(lr);
-    const bool skipped = std::find(skip.begin(), skip.end(), step) != skip.end();
-    for (size_t i = 0; i < reference->parameters().size(); ++i) {
-      at::Tensor grad = at::randn(reference->parameters()[i].sizes());
-      reference->parameters()[i].mutable_grad() = grad.clone();
-      // A skipped step's gradients are NaN, as after an fp16 overflow: the mask must hold them off.
-      device->parameters()[i].mutable_grad() = skipped ? at::full_like(grad, NAN) : grad.clone();
-    }
-    if (!skipped) reference_opt->step();
-    stepper->step(at::full({}, !skipped, at::kBool));
-    if (reload_midway && step == 4) {
-      // A checkpoint: the device step count goes into the optimizer's state, a fresh optimizer loads it.
-      stepper->sync_to_state();
-      std::stringstream bytes;
-      {
-        torch::serialize::OutputArchive archive;
-        device_opt->save(archive);
-        archive.save_to(bytes);
-      }
-      device_opt = make_optimizer(options, *device);
-      torch::serialize::InputArchive archive;
-      archive.load_from(bytes);
-      device_opt->load(archive);
-      stepper = std::make_unique<DeviceOptimizer>(*device_opt, kind);
-    }
-  }
-  double gap = 0.0;
-  for (size_t i = 0; i < reference->parameters().size(); ++i) {
-    gap = std::max(gap, (reference->parameters()[i] - device->parameters()[i]).abs().max().item<double>());
-  }
-  return gap;
-}
-
-}  // namespace
-
-TEST_CASE("device-side optimizer steps follow torch::optim's, and a false flag skips a step", "[train][device-step]") {
-  for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdam, OptimizerKind::kAdamW, OptimizerKind::kAdadelta}) {
-    CAPTURE(to_string(kind));
-    CHECK(device_step_gap(kind, {}) < 1e-6);
-    CHECK(device_step_gap(kind, {1, 5}) < 1e-6);  // the very first step too: no state may change
-    CHECK(device_step_gap(kind, {3}, /*reload_midway=*/true) < 1e-6);
-  }
-}
-
-TEST_CASE("a device-side step leaves the parameters alone where the flag is false", "[train][device-step]") {
-  LinearNorm module;
-  TrainOptions options;
-  options.optimizer = OptimizerKind::kAdam;
-  auto optimizer = make_optimizer(options, module);
-  DeviceOptimizer stepper(*optimizer, OptimizerKind::kAdam);
-  std::vector<at::Tensor> before;
-  for (const at::Tensor& p : module.parameters()) {
-    before.push_back(p.detach().clone());
-    p.mutable_grad() = at::full_like(p, INFINITY);
-  }
-  stepper.step(at::full({}, false, at::kBool));
-  for (size_t i = 0; i < before.size(); ++i) CHECK(at::equal(before[i], module.parameters()[i]));
-  CHECK(stepper.step_count().item<double>() == 0.0);
-  CHECK_THROWS_WITH(DeviceOptimizer(*optimizer, OptimizerKind::kSgd),
-                    Catch::Contains("a device-side optimizer step for 'sgd' got another optimizer"));
 }

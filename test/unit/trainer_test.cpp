@@ -7,7 +7,6 @@
 #include <fstream>
 
 #include "runtime/comm/local_communicator.h"
-#include "runtime/config/validate.h"
 #include "runtime/monitor/run_telemetry.h"
 #include "runtime/train/batch_plan.h"
 #include "runtime/train/checkpoint.h"
@@ -280,63 +279,6 @@ TEST_CASE("train.eval_samples evaluates exactly the first samples of the test se
   options.nan_test_from = -1;
   const test::TrainRun all = test::train_alone(config, *test::make_tiny_workload(options));
   CHECK(all.result.epochs[0].test_samples == 64);
-}
-
-TEST_CASE("steps taken on the device train as the eager steps do, through a checkpoint and a resume",
-          "[train][device-step]") {
-  for (OptimizerKind optimizer : {OptimizerKind::kSgd, OptimizerKind::kAdam, OptimizerKind::kAdamW,
-                                  OptimizerKind::kAdadelta}) {
-    CAPTURE(to_string(optimizer));
-    test::TempDir eager_dir;
-    test::TempDir device_dir;
-    auto workload = test::make_tiny_workload();
-    TrainConfig config = test::tiny_config(eager_dir.path());
-    config.train.optimizer = optimizer;
-    config.train.lr = optimizer == OptimizerKind::kAdadelta ? 1.0 : 0.02;
-    config.train.weight_decay = 0.01;
-    config.train.clip_grad_norm = 1.0;
-    // The rate changes every step during warm-up, then every epoch (a schedule that does not depend on
-    // train.epochs, which the split run changes).
-    config.train.warmup_epochs = 0.5;
-    config.train.lr_schedule = LrSchedule::kStep;
-    config.train.lr_step_epochs = 1;
-    config.train.lr_gamma = 0.7;
-    config.train.epochs = 3;
-    LocalCommunicator comm;
-    const test::TrainRun eager = test::train_run(config, *workload, comm);
-
-    // The device run stops after epoch 2 and resumes from its own checkpoint for epoch 3.
-    TrainConfig first = test::tiny_config(device_dir.path());
-    first.train = config.train;
-    first.train.epochs = 2;
-    first.train.device_steps = true;
-    const test::TrainRun device_first = test::train_run(first, *workload, comm);
-    TrainConfig rest = first;
-    rest.train.epochs = 3;
-    rest.checkpoint.resume = true;
-    const test::TrainRun device_rest = test::train_run(rest, *workload, comm);
-    for (int e = 0; e < 2; ++e) {
-      CHECK(device_first.result.epochs[e].train.at("loss") == Approx(eager.result.epochs[e].train.at("loss")).epsilon(1e-5));
-    }
-    REQUIRE(device_rest.result.epochs.size() == 1);
-    CHECK(device_rest.result.epochs[0].train.at("loss") == Approx(eager.result.epochs[2].train.at("loss")).epsilon(1e-5));
-    CHECK((device_rest.params - eager.params).abs().max().item<double>() < 1e-5);
-  }
-}
-
-TEST_CASE("device steps refuse the skip-step policy, which decides on the host", "[train][device-step]") {
-  test::TempDir dir;
-  TrainConfig config = test::tiny_config(dir.path());
-  config.train.on_nonfinite = NonFinitePolicy::kSkipStep;
-  config.train.device_steps = true;
-  auto workload = test::make_tiny_workload();
-  LocalCommunicator comm;
-  CHECK_THROWS_WITH(test::train_run(config, *workload, comm),
-                    Contains("train.on_nonfinite 'skip-step' decides on the host"));
-  CHECK_THROWS_WITH(
-      validate_config(config, {{"train.device_steps", "--device-steps"}, {"train.on_nonfinite", "--on-nonfinite"}}),
-      "train.device_steps (from --device-steps) takes every step on the device, but train.on_nonfinite (from "
-      "--on-nonfinite) 'skip-step' decides on the host whether a step is taken; use --on-nonfinite stop");
 }
 
 namespace {

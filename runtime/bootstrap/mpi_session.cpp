@@ -17,13 +17,6 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   // MPI_Allreduce at every size from 64 KB to 256 MB (bench/allreduce_bench, 2 ranks). Its ring is
   // within 1.2x. Prefer it unless the user chose an algorithm; other MPIs ignore the variable.
   setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", /*overwrite=*/0);
-  // A process started without a launcher (a singleton: `dtrain --workload mnist`) would fork an Open MPI
-  // daemon to serve it. An isolated singleton starts none: 0.1 s less per start (1.53 vs 1.42 s for a
-  // one-step run, 2-core VM), and one fewer process that can fail: singletons started two at a time
-  // by the bad-input suite under load have failed inside MPI_Init_thread ("An error occurred in
-  // MPI_Init_thread on a NULL communicator"). It cannot spawn processes, which dtrain never does.
-  // Under a launcher the variable is unused.
-  setenv("OMPI_MCA_ess_singleton_isolated", "1", /*overwrite=*/0);
   int provided = 0;
   DTRAIN_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
   if (provided < MPI_THREAD_SERIALIZED) {

@@ -58,7 +58,7 @@ TEST_CASE("the loss scale halves on overflow and grows after clean steps", "[pre
   CHECK(scaler.skipped_steps() == 2);
 }
 
-TEST_CASE("the loss scaler's overflow flag and update stay on the device", "[precision][device-step]") {
+TEST_CASE("the loss scaler's overflow flag and update stay on the device", "[precision]") {
   LossScaler scaler(c10::Device(c10::DeviceType::CPU), LossScalerOptions{1024.0, 2.0, 0.5, 2});
   const at::Tensor clean = scaler.unscale({at::full({3}, 2048.0)});
   CHECK(clean.dim() == 0);

@@ -235,8 +235,10 @@ int Job::run(int argc, char** argv) {
     return kExitSuccess;
   }
   // Every rank must train the same thing with the same dtrain: a node with another image, or another YAML
-  // file at the same path, would otherwise train a different model into the same collectives.
-  const std::string mine = "dtrain " + std::string(DTRAIN_VERSION) + " (" + libtorch_description() + ")\n" + to_yaml(cmd.config, schema_);
+  // file at the same path, would otherwise train a different model into the same collectives. Paths only
+  // rank 0 uses (log.dir, checkpoint.dir) may be node-local and differ.
+  const std::string mine =
+      "dtrain " + std::string(DTRAIN_VERSION) + " (" + libtorch_description() + ")\n" + compared_yaml(cmd.config, schema_);
   const WaitOptions wait{cmd.config.comm.timeout_s, &activity_, {}};
   failure = agree(wait, [&] { check_same_configuration(mine, session_.broadcast(mine, 0, wait, "rank 0's configuration")); });
   if (failure.failed()) return fail_together(failure);

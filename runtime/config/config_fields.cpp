@@ -441,6 +441,7 @@ std::vector<ConfigField> build_fields() {
 
   f.push_back(string_field("log.dir", "log-dir", "directory that holds the run directories",
                            [](TrainConfig& c) -> std::string& { return c.log.dir; }, false));
+  f.back().per_node = true;
   f.push_back(string_field("log.run_name", "run-name",
                            "the run's directory under log.dir (run log, config, checkpoints); a run of that name "
                            "continues only with --resume (empty = a new <UTC time>-<workload>, or with --resume "
@@ -476,6 +477,7 @@ std::vector<ConfigField> build_fields() {
                            "directory for checkpoints, locked while a run uses it (empty = checkpoints/ in the "
                            "run's directory)",
                            [](TrainConfig& c) -> std::string& { return c.checkpoint.dir; }, true));
+  f.back().per_node = true;
   f.push_back(bool_field("checkpoint.resume", "resume",
                          "continue the run from its newest checkpoint (the run of log.run_name, else the newest "
                          "run of the workload in log.dir, or checkpoint.dir when set)",

@@ -23,6 +23,9 @@ struct ConfigField {
   bool is_bool = false;
   bool is_list = false;  // a comma-separated list on the command line, a YAML list in files
   std::string workload;  // the workload whose option this is ("biggan"); empty: an option of every run
+  // A path that may differ from node to node (/scratch/$HOSTNAME/logs): only rank 0 uses it, it does not
+  // change what is trained, and the ranks' start-up comparison (compared_yaml) leaves it out.
+  bool per_node = false;
   // Parses `text` into the config; throws ConfigError naming `origin` (a file or flag) on bad input.
   std::function<void(TrainConfig&, const std::string& text, const std::string& origin)> parse;
   std::function<std::string(const TrainConfig&)> format;

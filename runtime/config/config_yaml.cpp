@@ -107,12 +107,14 @@ void apply_yaml_file(const std::string& path, const ConfigSchema& schema, TrainC
   apply_yaml_text(text.str(), path, schema, config, sources);
 }
 
-std::string to_yaml(const TrainConfig& config, const ConfigSchema& schema) {
+namespace {
+
+std::string yaml_of(const TrainConfig& config, const ConfigSchema& schema, bool per_node_keys) {
   YAML::Emitter out;
   out << YAML::BeginMap;
   std::string open_section;
   for (const ConfigField& field : schema.fields()) {
-    if (!ConfigSchema::applies(field, config.workload)) continue;
+    if (!ConfigSchema::applies(field, config.workload) || (field.per_node && !per_node_keys)) continue;
     const auto dot = field.key.find('.');
     const std::string section = dot == std::string::npos ? "" : field.key.substr(0, dot);
     const std::string name = dot == std::string::npos ? field.key : field.key.substr(dot + 1);
@@ -138,6 +140,14 @@ std::string to_yaml(const TrainConfig& config, const ConfigSchema& schema) {
   if (!open_section.empty()) out << YAML::EndMap;
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace
+
+std::string to_yaml(const TrainConfig& config, const ConfigSchema& schema) { return yaml_of(config, schema, true); }
+
+std::string compared_yaml(const TrainConfig& config, const ConfigSchema& schema) {
+  return yaml_of(config, schema, false);
 }
 
 std::vector<std::string> config_changes(const TrainConfig& config, const ConfigSchema& schema) {

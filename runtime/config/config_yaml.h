@@ -20,6 +20,10 @@ void apply_yaml_file(const std::string& path, const ConfigSchema& schema, TrainC
 // keys and those of config.workload.
 std::string to_yaml(const TrainConfig& config, const ConfigSchema& schema);
 
+// to_yaml without the keys that may differ between nodes (ConfigField::per_node: log.dir,
+// checkpoint.dir): what every rank of a job must agree on before training.
+std::string compared_yaml(const TrainConfig& config, const ConfigSchema& schema);
+
 // The keys of `config` whose values differ from schema.defaults(), in the order to_yaml lists them, each
 // as "key: value" ("train.lr: 1", "train.lr_milestones: [30, 60]").
 std::vector<std::string> config_changes(const TrainConfig& config, const ConfigSchema& schema);

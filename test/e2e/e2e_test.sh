@@ -321,6 +321,20 @@ if [ "$rc" -eq 2 ] && [ "$(errors_in mix.out)" -eq 1 ] &&
 else
   fail "mixed configurations: exit $rc"; cat mix.out
 fi
+# Node-local paths (/scratch/$HOSTNAME/...) may differ: only rank 0 writes the run log and checkpoints,
+# and a resume reads them there.
+node_local() {
+  timeout 300 "$mpiexec" $mpi_flags -np 1 "$dtrain" "${cpu[@]}" "${fast[@]}" --log-dir node-a/logs --checkpoint-dir node-a/ck "$@" : \
+    -np 1 "$dtrain" "${cpu[@]}" "${fast[@]}" --log-dir node-b/logs --checkpoint-dir node-b/ck "$@"
+}
+if node_local --epochs 1 >nodelocal.out 2>&1 && node_local --epochs 2 --resume >nodelocal2.out 2>&1 &&
+   [ "$(cat node-a/logs/*/events.jsonl | grep -c '"event":"epoch_end"')" -eq 2 ] &&
+   [ -f node-a/ck/checkpoint-epoch-000002.pt ] && [ ! -e node-b ] &&
+   grep -q "resumed at epoch 2 from node-a/ck/checkpoint-epoch-000001.pt" nodelocal2.out; then
+  pass "ranks with different log and checkpoint directories train and resume; rank 0's hold everything"
+else
+  fail "node-local directories"; cat nodelocal.out nodelocal2.out
+fi
 
 # 4c. --backend gloo (MPI bootstraps, Gloo carries the gradients) trains as --backend mpi does.
 if grep -q "gloo" <<<"$("$dtrain" --version)"; then

@@ -247,3 +247,19 @@ TEST_CASE("help text lists every flag with its default and YAML key", "[config]"
   CHECK_THAT(help, Contains("EACH rank"));
   CHECK_THAT(help, Contains("(default: 64)"));
 }
+
+TEST_CASE("the ranks compare every key but the node-local paths only rank 0 uses", "[config]") {
+  TrainConfig config = schema().defaults();
+  config.log.dir = "/scratch/node7/logs";
+  config.checkpoint.dir = "/scratch/node7/ck";
+  config.train.lr = 0.25;
+  const std::string full = to_yaml(config, schema());
+  const std::string compared = compared_yaml(config, schema());
+  CHECK_THAT(full, Contains("/scratch/node7/logs") && Contains("/scratch/node7/ck"));
+  CHECK_THAT(compared, !Contains("/scratch/node7") && Contains("lr: 0.25") && Contains("run_name:"));
+  std::vector<std::string> per_node;
+  for (const ConfigField& field : schema().fields()) {
+    if (field.per_node) per_node.push_back(field.key);
+  }
+  CHECK(per_node == std::vector<std::string>{"log.dir", "checkpoint.dir"});
+}

@@ -26,8 +26,6 @@ at::Tensor LossScaler::unscale(const std::vector<at::Tensor>& grads) const {
   return at::stack(non_finite).any();
 }
 
-bool LossScaler::unscale_and_check(const std::vector<at::Tensor>& grads) const { return unscale(grads).item<bool>(); }
-
 void LossScaler::update(const at::Tensor& found_inf) {
   const at::Tensor found = found_inf.to(device_, at::kBool);
   const at::Tensor counted = clean_steps_ + 1;
@@ -36,8 +34,6 @@ void LossScaler::update(const at::Tensor& found_inf) {
   clean_steps_.copy_(at::where(found.logical_or(grow), at::zeros_like(counted), counted));
   skipped_.add_(found.to(at::kLong));
 }
-
-void LossScaler::update(bool found_inf) { update(at::full({}, found_inf, at::TensorOptions().device(device_).dtype(at::kBool))); }
 
 double LossScaler::current_scale() const { return scale_.item<double>(); }
 

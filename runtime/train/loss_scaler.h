@@ -34,12 +34,9 @@ class LossScaler final {
   // any of them is inf or NaN. Call after the gradients were averaged across ranks: every rank then sees
   // the same values and makes the same decision.
   at::Tensor unscale(const std::vector<at::Tensor>& grads) const;
-  // unscale() and the flag read on the host (one synchronisation).
-  bool unscale_and_check(const std::vector<at::Tensor>& grads) const;
 
   // After each optimizer step (taken or skipped): adjusts the scale on the device.
   void update(const at::Tensor& found_inf);
-  void update(bool found_inf);
 
   // Host reads, for messages and tests.
   double current_scale() const;

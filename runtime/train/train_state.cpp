@@ -126,9 +126,10 @@ bool TrainState::step(const std::string& name) {
     // metric sums, which the progress checks and the epoch end inspect.
     std::vector<at::Tensor> grads;
     for (const at::Tensor& p : m.module->parameters()) grads.push_back(p.grad());
-    const bool found_inf = scaler_->unscale_and_check(grads);
+    // The update is queued on the device from the flag itself; the one host read comes after it.
+    const at::Tensor found_inf = scaler_->unscale(grads);
     scaler_->update(found_inf);
-    taken = !found_inf;
+    taken = !found_inf.item<bool>();
   } else {
     const at::Tensor finite = m.reducer->all_finite();
     if (options_.on_nonfinite == NonFinitePolicy::kSkipStep) {

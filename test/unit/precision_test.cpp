@@ -30,30 +30,30 @@ TEST_CASE("the loss scaler unscales gradients and reports overflow", "[precision
   CHECK(scaler.scale(at::tensor(2.0)).item<double>() == 2048.0);
 
   std::vector<at::Tensor> grads{at::full({4}, 1024.0), at::full({2, 2}, -512.0)};
-  CHECK_FALSE(scaler.unscale_and_check(grads));
+  CHECK_FALSE(scaler.unscale(grads).item<bool>());
   CHECK(at::all(grads[0] == 1.0).item<bool>());
   CHECK(at::all(grads[1] == -0.5).item<bool>());
 
   for (double bad : {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
     std::vector<at::Tensor> overflowed{at::ones({4}), at::tensor(std::vector<double>{1.0, bad})};
-    CHECK(scaler.unscale_and_check(overflowed));
+    CHECK(scaler.unscale(overflowed).item<bool>());
   }
 }
 
 TEST_CASE("the loss scale halves on overflow and grows after clean steps", "[precision]") {
   LossScaler scaler(c10::Device(c10::DeviceType::CPU), LossScalerOptions{1024.0, 2.0, 0.5, 3});
-  scaler.update(true);
+  scaler.update(at::full({}, true));
   CHECK(scaler.current_scale() == 512.0);
   CHECK(scaler.skipped_steps() == 1);
-  scaler.update(false);
-  scaler.update(false);
+  scaler.update(at::full({}, false));
+  scaler.update(at::full({}, false));
   CHECK(scaler.current_scale() == 512.0);
-  scaler.update(false);  // the third clean step in a row
+  scaler.update(at::full({}, false));  // the third clean step in a row
   CHECK(scaler.current_scale() == 1024.0);
-  scaler.update(false);
-  scaler.update(true);  // an overflow resets the count of clean steps
-  scaler.update(false);
-  scaler.update(false);
+  scaler.update(at::full({}, false));
+  scaler.update(at::full({}, true));  // an overflow resets the count of clean steps
+  scaler.update(at::full({}, false));
+  scaler.update(at::full({}, false));
   CHECK(scaler.current_scale() == 512.0);
   CHECK(scaler.skipped_steps() == 2);
 }

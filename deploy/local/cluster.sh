@@ -273,6 +273,11 @@ cluster_up() {
     ip -n "$switch_ns" link set "$name-p$k" master br0 up
     ip -n "$ns" addr add "$underlay_net.$k/24" dev eth0
     ip -n "$ns" link set eth0 up
+    # node1 is where mpirun runs. Keepalives find a cut node's daemon only while mpirun's connection to
+    # it is idle; when mpirun was sending to it (the abort's kill order, once a rank gave up), the
+    # kernel retransmits for net.ipv4.tcp_retries2 rounds: 15 by default, about 15 minutes of a hung
+    # mpirun. 6 rounds give up after about 25 s, as docs/failures.md advises for a launcher node.
+    [ "$k" -ne 1 ] || ip netns exec "$ns" sysctl -qw net.ipv4.tcp_retries2=6
     # Its own host name: what MPI, Gloo and dtrain's run log see as the node.
     touch "$state/uts/node$k"
     unshare --uts="$state/uts/node$k" hostname "node$k"

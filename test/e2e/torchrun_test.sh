@@ -7,6 +7,7 @@
 #               the epoch, with no step repeated or skipped
 #   (a)         2 agents x 1 worker, one agent killed -9 mid-epoch: the job finishes at world size 1
 #   (b)         1 agent of --nnodes 1:2, a second one started later: it joins, world size 2 from then on
+#   (d)         a worker stopped with SIGSTOP: rank 0 names it within comm.timeout_s + 10 s, the job ends
 # Every run log is checked. Debian 12's torchrun needs --log_dir, --redirects and --tee (docs/elastic.md).
 # Usage: torchrun_test.sh DTRAIN
 set -uo pipefail
@@ -121,6 +122,46 @@ if [ "$rc" -eq 0 ] && grep -q "{metricName: accuracy" c.out &&
   pass "(c) a killed worker: torchrun restarts the group at world size 2, which resumes inside the epoch, no step repeated or skipped"
 else
   fail "(c) killed worker: exit $rc"; tail -30 c.out; records logs-c
+fi
+
+# --- (d) a stopped (not dead) worker: its Gloo connections stay open, so only the heartbeat over the
+# c10d store can tell the others which rank it is. SIGSTOP rank 1 mid-epoch; rank 0's timeout must name
+# it within comm.timeout_s + 10 s, and the job must end.
+timeout_s=10
+timeout 300 "$torchrun" --standalone --nproc_per_node 2 --max_restarts 0 --monitor_interval 1 --log_dir tl-d \
+  "${tr_flags[@]}" --no_python "$dtrain" "${fast[@]}" --epochs 1 --max-steps 100000 --comm-timeout-s "$timeout_s" \
+  --log-dir logs-d --checkpoint=false >d.out 2>&1 &
+job=$!
+stopped=""
+for _ in $(seq 1 240); do  # rank 1, once it trains (its first progress line is out)
+  if grep -q "Train Epoch" d.out; then
+    for pid in $(pgrep -f "^$dtrain .*logs-d"); do
+      if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "RANK=1"; then stopped=$pid; fi
+    done
+  fi
+  [ -n "$stopped" ] && break
+  sleep 0.5
+done
+if [ -n "$stopped" ]; then
+  kill -STOP "$stopped"
+  stopped_at=$(date +%s.%N)
+  named_s=""
+  for _ in $(seq 1 120); do
+    if grep -q "rank 1/2 (host [^)]*) has stopped reporting to the store" d.out; then
+      named_s=$(awk -v a="$stopped_at" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+      break
+    fi
+    sleep 0.5
+  done
+  kill -CONT "$stopped" 2>/dev/null
+fi
+wait "$job"
+rc=$?
+if [ -n "$stopped" ] && [ -n "$named_s" ] && awk -v s="$named_s" -v t="$timeout_s" 'BEGIN { exit !(s <= t + 10) }' &&
+   [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ]; then
+  pass "(d) a SIGSTOPped worker under torchrun is named by rank 0 ${named_s} s after it stopped (limit $((timeout_s + 10)) s); the job ended with exit $rc"
+else
+  fail "(d) stopped worker: pid '${stopped}', named after '${named_s:-never}' s, exit $rc"; grep -v "^\s*$" d.out | tail -25
 fi
 
 # An agent of an elastic job of 1 to 2 nodes with one worker each, in the background:

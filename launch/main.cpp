@@ -191,6 +191,8 @@ class Job final {
   std::atomic<RunLogger*> log_sink_{nullptr};  // logger_ once it exists; read by the heartbeat thread
   std::unique_ptr<Heartbeat> heartbeat_;
   std::unique_ptr<StoreHeartbeat> store_heartbeat_;  // under torchrun: names stuck ranks through the store
+  // Whose checkpoint copy in memory a failure removes (rank 0, with no elastic agent to restart it).
+  std::optional<CheckpointOptions> memory_checkpoints_;
 };
 
 int Job::run(int argc, char** argv) {
@@ -293,6 +295,8 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
     run_config.checkpoint.dir = paths.substr(paths.find('\n') + 1);
   });
   if (failure.failed()) return fail_together(failure);
+  // Rank 0's checkpoint copy in memory outlives a failed worker only when an agent will restart it.
+  if (session_.is_root() && !session_.elastic_agent()) memory_checkpoints_ = run_config.checkpoint;
 
   // Building the trainer loads the data; restoring reads the checkpoint. Both fail the same way on every
   // rank (or on one, whose error the others adopt), so the ranks agree and exit together.
@@ -414,6 +418,7 @@ void Job::warn(const std::string& message) {
 }
 
 int Job::fail_together(const Failure& failure) {
+  if (memory_checkpoints_) remove_memory_checkpoints(*memory_checkpoints_);
   if (session_.is_root()) {
     std::cerr << "dtrain: error: " << failure.text() << std::endl;
     if (RunLogger* logger = log_sink_.load()) {
@@ -431,6 +436,7 @@ int Job::fail_alone(Failure failure) {
     failure.origin.world_size = session_.world_size();
   }
   std::cerr << "dtrain: error: " << failure.text() << std::endl;
+  if (memory_checkpoints_) remove_memory_checkpoints(*memory_checkpoints_);
   if (session_.is_root()) {
     if (RunLogger* logger = log_sink_.load()) logger->error(failure.message, 0, activity_.snapshot());
   } else if (heartbeat_) {

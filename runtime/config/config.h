@@ -125,6 +125,12 @@ struct CheckpointOptions {
   // failure loses at most that much work; a resume continues the epoch where it stopped.
   int64_t every_steps = 0;
   double every_s = 0.0;
+  // Copy the state to host memory at the step and write it from a thread of its own while training goes
+  // on (false: write it on the training thread).
+  bool async = true;
+  // Rank 0 also keeps the newest checkpoint here, in memory (a tmpfs), for restarts on the same node
+  // (see memory_checkpoint_dir); empty: not.
+  std::string memory_dir = "/dev/shm";
 };
 
 // The options a workload declares itself (biggan.d_steps): one struct of the workload's own per section

@@ -493,6 +493,15 @@ std::vector<ConfigField> build_fields() {
                           "also checkpoint inside an epoch once this many seconds have passed since the last one "
                           "(0 = only at epoch ends)",
                           [](TrainConfig& c) -> double& { return c.checkpoint.every_s; }, 0.0, true, 1e9));
+  f.push_back(bool_field("checkpoint.async", "checkpoint-async",
+                         "copy the state to host memory at the step and write the checkpoint from a thread of its "
+                         "own while training goes on (false: write it on the training thread)",
+                         [](TrainConfig& c) -> bool& { return c.checkpoint.async; }));
+  f.push_back(string_field("checkpoint.memory_dir", "checkpoint-memory-dir",
+                           "rank 0 also keeps the newest checkpoint in this memory-backed directory of its node, "
+                           "and a restart on that node resumes from it without reading the disk (empty = not)",
+                           [](TrainConfig& c) -> std::string& { return c.checkpoint.memory_dir; }, true));
+  f.back().per_node = true;
   return f;
 }
 

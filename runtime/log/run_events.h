@@ -56,12 +56,16 @@ struct CheckpointRecord {
   int64_t step = 0;           // its optimizer steps taken
   int64_t epoch_samples = 0;  // its global samples trained
   std::string path;
-  double save_s = 0.0;        // time to gather and write it
+  double save_s = 0.0;        // training time it took: the copy to host memory, or the whole write
+  double persist_s = 0.0;     // serialising, writing, syncing and renaming it (behind training when async)
+  bool async = false;         // written by the checkpoint writer's thread while training went on
+  double wait_s = 0.0;        // of save_s: waiting for the previous checkpoint's persist to finish
 };
 
 // Where a resumed run continued, and what the interruption cost.
 struct ResumeRecord {
   std::string checkpoint;
+  bool from_memory = false;     // read from rank 0's copy in memory (checkpoint.memory_dir), not the disk
   int restart_count = 0;        // torchrun's restarts of the worker group (TORCHELASTIC_RESTART_COUNT)
   int64_t from_world_size = 0;  // the world size that wrote the checkpoint
   int64_t world_size = 0;       // this run's

@@ -297,6 +297,9 @@ void RunLogger::checkpoint_written(const CheckpointRecord& checkpoint) {
   record["epoch_samples"] = checkpoint.epoch_samples;
   record["path"] = checkpoint.path;
   record["save_s"] = checkpoint.save_s;
+  record["persist_s"] = checkpoint.persist_s;
+  record["async"] = checkpoint.async;
+  record["wait_s"] = checkpoint.wait_s;
   write_event(record);
 }
 
@@ -306,12 +309,13 @@ void RunLogger::resumed(const ResumeRecord& r) {
   meter_->clear();
   out_ << "resumed " << (r.step > 0 ? "epoch " + std::to_string(r.epoch) + " at step " + std::to_string(r.step + 1)
                                     : "at epoch " + std::to_string(r.epoch))
-       << " from " << r.checkpoint << " (world size " << r.from_world_size << " then, " << r.world_size << " now"
+       << " from " << r.checkpoint << (r.from_memory ? ", the copy in memory" : "") << " (world size " << r.from_world_size << " then, " << r.world_size << " now"
        << (r.restart_count > 0 ? "; torchrun restart " + std::to_string(r.restart_count) : "")
        << (r.steps_redone >= 0 ? "; " + std::to_string(r.steps_redone) + " steps to redo" : "") << ")\n";
   flush_console();
   JsonRecord record = event("resume");
   record["checkpoint"] = r.checkpoint;
+  record["source"] = r.from_memory ? "memory" : "disk";
   record["restart_count"] = r.restart_count;
   record["from_world_size"] = r.from_world_size;
   record["world_size"] = r.world_size;

@@ -14,8 +14,12 @@
 #include <sstream>
 #include <vector>
 
+#include <unistd.h>
+
+#include "runtime/train/optimizer_copy.h"
 #include "runtime/util/error.h"
 #include "runtime/util/file_io.h"
+#include "runtime/util/timer.h"
 
 namespace dtrain {
 namespace fs = std::filesystem;
@@ -129,17 +133,86 @@ std::string shape_text(const at::Tensor& t) {
   return os.str();
 }
 
-bool all_finite(const at::Tensor& t) { return !t.is_floating_point() || at::isfinite(t).all().item<bool>(); }
+template <class T>
+bool all_finite_values(const at::Tensor& t) {
+  const T* data = t.data_ptr<T>();
+  const int64_t n = t.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(static_cast<double>(data[i]))) return false;
+  }
+  return true;
+}
 
-// The first parameter or buffer of `module` (recursively) that is NaN or infinite, or "".
-std::string first_non_finite(const torch::nn::Module& module) {
-  for (const auto& p : module.named_parameters()) {
-    if (!all_finite(p.value().detach())) return "parameter " + p.key();
+// A contiguous host tensor is scanned on the calling thread: the check runs on the checkpoint writer's
+// thread too, where an ATen reduction would start a second pool of threads beside training's.
+bool all_finite(const at::Tensor& t) {
+  if (!t.is_floating_point()) return true;
+  if (t.is_cpu() && t.is_non_overlapping_and_dense()) {
+    switch (t.scalar_type()) {
+      case at::kFloat: return all_finite_values<float>(t);
+      case at::kDouble: return all_finite_values<double>(t);
+      case at::kHalf: return all_finite_values<at::Half>(t);
+      case at::kBFloat16: return all_finite_values<at::BFloat16>(t);
+      default: break;
+    }
   }
-  for (const auto& b : module.named_buffers()) {
-    if (!all_finite(b.value())) return "buffer " + b.key();
+  return at::isfinite(t).all().item<bool>();
+}
+
+// Writes `module` as Module::save does (parameters, buffers, then each serialisable child as a nested
+// archive), each tensor through `take`, and lists what it wrote in `checked` for the finiteness check:
+// "parameter conv1.weight" plus `suffix` (" of generator" where a workload trains several modules).
+void write_module(const torch::nn::Module& module, torch::serialize::OutputArchive& archive, const TensorCopy& take,
+                  const std::string& prefix, const std::string& suffix,
+                  std::vector<std::pair<std::string, at::Tensor>>& checked) {
+  for (const auto& p : module.named_parameters(/*recurse=*/false)) {
+    at::Tensor t = take(p.value());
+    archive.write(p.key(), t);
+    checked.emplace_back("parameter " + prefix + p.key() + suffix, std::move(t));
   }
-  return "";
+  for (const auto& b : module.named_buffers(/*recurse=*/false)) {
+    at::Tensor t = take(b.value());
+    archive.write(b.key(), t, /*is_buffer=*/true);
+    checked.emplace_back("buffer " + prefix + b.key() + suffix, std::move(t));
+  }
+  for (const auto& child : module.named_children()) {
+    if (!child.value()->is_serializable()) continue;
+    torch::serialize::OutputArchive child_archive(archive.compilation_unit());
+    write_module(*child.value(), child_archive, take, prefix + child.key() + ".", suffix, checked);
+    archive.write(child.key(), child_archive);
+  }
+}
+
+void write_meta(torch::serialize::OutputArchive& archive, const CheckpointMeta& meta) {
+  archive.write("format_version", at::tensor(kFormatVersion));
+  archive.write("epoch", at::tensor(meta.epoch));
+  archive.write("seed", at::tensor(meta.seed));
+  archive.write("world_size", at::tensor(meta.world_size));
+  archive.write("workload", string_tensor(meta.workload));
+  archive.write("optimizer_name", string_tensor(meta.optimizer));
+  archive.write("epoch_samples", at::tensor(meta.epoch_samples));
+  archive.write("epoch_steps", at::tensor(meta.epoch_steps));
+  archive.write("global_batch", at::tensor(meta.global_batch));
+  archive.write("saved_unix_s", at::tensor(meta.saved_unix_s, at::kDouble));
+  write_metric_values(archive, "partial_train", meta.partial_train);
+  archive.write("partial_samples", at::tensor(meta.partial_samples));
+  if (meta.metrics) {
+    torch::serialize::OutputArchive metrics_archive;
+    write_metrics(metrics_archive, *meta.metrics);
+    archive.write("metrics", metrics_archive);
+  }
+}
+
+// checkpoint-epoch-NNNNNN.pt at an epoch's end, checkpoint-epoch-NNNNNN-step-SSSSSSSS.pt inside one.
+std::string checkpoint_name(const Position& position) {
+  char name[96];
+  if (position.second == kEpochEnd) {
+    std::snprintf(name, sizeof name, "%s%06lld%s", kPrefix, static_cast<long long>(position.first), kSuffix);
+  } else {
+    std::snprintf(name, sizeof name, "%s%06lld%s%08lld%s", kPrefix, static_cast<long long>(position.first), kStep,
+                  static_cast<long long>(position.second), kSuffix);
+  }
+  return name;
 }
 
 // Compares the parameters and buffers of `module` with those saved in `archive` by Module::save, before
@@ -266,79 +339,146 @@ std::optional<std::string> Checkpointer::latest(const std::string& dir) {
   return found.back().second.string();
 }
 
-std::string Checkpointer::save(const CheckpointMeta& meta, const std::vector<TrainedModule>& modules) const {
-  if (!comm_.is_root()) return "";
-  // A checkpoint is what a run falls back to; a non-finite one would replace a good one under pruning.
-  for (const TrainedModule& m : modules) {
-    const std::string bad = first_non_finite(*m.module);
-    if (!bad.empty()) {
-      throw NonFiniteError("epoch " + std::to_string(meta.epoch) + ": " + bad + (modules.size() > 1 ? " of " + m.name : "") +
-                           " is NaN or infinite; no checkpoint was written for this epoch");
+CheckpointSnapshot Checkpointer::snapshot(const CheckpointMeta& meta, const std::vector<TrainedModule>& modules,
+                                          SnapshotCopy copy) {
+  CheckpointSnapshot snapshot;
+  if (!comm_.is_root()) return snapshot;
+  Stopwatch watch;
+  // From a GPU the copies go to pinned memory without waiting; the one wait comes after the last.
+  at::Tensor device_source;
+  at::NoGradGuard no_grad;  // the kept copies are flagged as the live tensors are, and written in place
+  const TensorCopy host_copy = [this, &device_source](const at::Tensor& t) {
+    const at::Tensor source = t.detach();
+    at::Tensor& kept = host_copies_[t.unsafeGetTensorImpl()];  // the live tensor: `source` is a temporary
+    if (!kept.defined() || kept.sizes() != source.sizes() || kept.strides() != source.strides() ||
+        kept.scalar_type() != source.scalar_type()) {
+      kept = at::empty_strided(source.sizes(), source.strides(),
+                               source.options().device(at::kCPU).pinned_memory(!source.is_cpu()));
     }
+    kept.copy_(source, /*non_blocking=*/!source.is_cpu());
+    if (!source.is_cpu() && source.numel() > 0) device_source = source;
+    // As the live tensor is flagged, so that the file is the one a save of the live state writes.
+    kept.set_requires_grad(t.requires_grad());
+    return kept;
+  };
+  const TensorCopy live = [](const at::Tensor& t) { return t; };
+  // Every optimizer's copy first: one that copy_optimizer does not know makes the whole snapshot refer to
+  // the live state, to be written before training goes on.
+  std::vector<std::unique_ptr<torch::optim::Optimizer>> optimizer_copies(modules.size());
+  for (size_t i = 0; copy == SnapshotCopy::kHostCopy && i < modules.size(); ++i) {
+    if (!modules[i].optimizer) continue;
+    optimizer_copies[i] = copy_optimizer(*modules[i].optimizer, host_copy);
+    if (!optimizer_copies[i]) copy = SnapshotCopy::kLive;
   }
-  torch::serialize::OutputArchive archive;
-  archive.write("format_version", at::tensor(kFormatVersion));
-  archive.write("epoch", at::tensor(meta.epoch));
-  archive.write("seed", at::tensor(meta.seed));
-  archive.write("world_size", at::tensor(meta.world_size));
-  archive.write("workload", string_tensor(meta.workload));
-  archive.write("optimizer_name", string_tensor(meta.optimizer));
-  archive.write("epoch_samples", at::tensor(meta.epoch_samples));
-  archive.write("epoch_steps", at::tensor(meta.epoch_steps));
-  archive.write("global_batch", at::tensor(meta.global_batch));
-  archive.write("saved_unix_s", at::tensor(meta.saved_unix_s, at::kDouble));
-  write_metric_values(archive, "partial_train", meta.partial_train);
-  archive.write("partial_samples", at::tensor(meta.partial_samples));
-  if (meta.metrics) {
-    torch::serialize::OutputArchive metrics_archive;
-    write_metrics(metrics_archive, *meta.metrics);
-    archive.write("metrics", metrics_archive);
-  }
+  const TensorCopy& take = copy == SnapshotCopy::kHostCopy ? host_copy : live;
+
+  auto archive = std::make_unique<torch::serialize::OutputArchive>();
+  write_meta(*archive, meta);
   torch::serialize::OutputArchive modules_archive;
   torch::serialize::OutputArchive optimizers_archive;
   for (const TrainedModule& m : modules) {
     torch::serialize::OutputArchive module_archive;
-    m.module->save(module_archive);
+    write_module(*m.module, module_archive, take, "", modules.size() > 1 ? " of " + m.name : "", snapshot.checked_);
     modules_archive.write(m.name, module_archive);
     if (!m.optimizer) continue;  // a module the step updates itself (a moving average)
     torch::serialize::OutputArchive optimizer_archive;
-    m.optimizer->save(optimizer_archive);
+    if (copy == SnapshotCopy::kHostCopy) {
+      optimizer_copies[&m - modules.data()]->save(optimizer_archive);
+    } else {
+      m.optimizer->save(optimizer_archive);
+    }
     optimizers_archive.write(m.name, optimizer_archive);
   }
-  archive.write("modules", modules_archive);
-  archive.write("optimizers", optimizers_archive);
+  archive->write("modules", modules_archive);
+  archive->write("optimizers", optimizers_archive);
+  if (device_source.defined()) {
+    // Reading a value waits for the device's stream, and with it for every copy queued on it above.
+    (void)device_source.reshape({-1})[0].item();
+  }
+  snapshot.archive_ = std::move(archive);
+  snapshot.position_ = position_of(meta);
+  snapshot.completed_epoch_ = meta.epoch;
+  snapshot.live_ = copy == SnapshotCopy::kLive;
+  snapshot.path_ = (fs::path(options_.dir) / checkpoint_name(snapshot.position_)).string();
+  snapshot.copy_s_ = watch.elapsed_s();
+  return snapshot;
+}
 
+std::string Checkpointer::persist(CheckpointSnapshot snapshot) {
+  if (snapshot.empty()) return "";
+  // A checkpoint is what a run falls back to; a non-finite one would replace a good one under pruning.
+  for (const auto& [name, tensor] : snapshot.checked_) {
+    if (!all_finite(tensor)) {
+      throw NonFiniteError("epoch " + std::to_string(snapshot.completed_epoch_) + ": " + name +
+                           " is NaN or infinite; no checkpoint was written for this epoch");
+    }
+  }
   std::string bytes;
-  archive.save_to([&bytes](const void* data, size_t size) {
+  snapshot.archive_->save_to([&bytes](const void* data, size_t size) {
     bytes.append(static_cast<const char*>(data), size);
     return size;
   });
+  snapshot.archive_.reset();  // the copies are no longer needed while the file is written
+
+  const std::string memory = memory_problem_.empty() ? memory_checkpoint_dir(options_) : "";
+  if (!memory.empty()) {
+    // Before the disk: a restart on this node finds the newest state here even while the disk write
+    // is under way. Only the newest is kept; the older copy goes once the new one is whole.
+    try {
+      std::error_code dir_ec;
+      fs::create_directories(memory, dir_ec);
+      if (dir_ec) throw IoError("cannot create '" + memory + "': " + dir_ec.message());
+      const fs::path copy = fs::path(memory) / fs::path(snapshot.path_).filename();
+      write_file_atomically(copy.string(), bytes, Durability::kReplaced);
+      for (const auto& [where, file] : list_checkpoints(memory)) {
+        if (file != copy) fs::remove(file, dir_ec);
+      }
+    } catch (const std::exception& e) {
+      memory_problem_ = e.what();
+      remove_memory_checkpoints(options_);
+    }
+  }
 
   std::error_code ec;
   fs::create_directories(options_.dir, ec);
   if (ec) throw IoError("cannot create checkpoint directory '" + options_.dir + "': " + ec.message());
-  const Position position = position_of(meta);
-  char name[96];
-  if (position.second == kEpochEnd) {
-    std::snprintf(name, sizeof name, "%s%06lld%s", kPrefix, static_cast<long long>(position.first), kSuffix);
-  } else {
-    std::snprintf(name, sizeof name, "%s%06lld%s%08lld%s", kPrefix, static_cast<long long>(position.first), kStep,
-                  static_cast<long long>(position.second), kSuffix);
-  }
-  const std::string path = (fs::path(options_.dir) / name).string();
-  write_file_atomically(path, bytes);
+  write_file_atomically(snapshot.path_, bytes);
 
   if (options_.keep > 0) {
     // Only earlier positions are candidates, so the file just written always survives, and checkpoints
     // of a later one (another run's, in a shared directory) are not this run's to delete.
     std::vector<fs::path> older;
     for (const auto& [where, file] : list_checkpoints(options_.dir)) {
-      if (where < position) older.push_back(file);
+      if (where < snapshot.position_) older.push_back(file);
     }
     const size_t keep_older = static_cast<size_t>(options_.keep - 1);
     for (size_t i = 0; i + keep_older < older.size(); ++i) fs::remove(older[i], ec);
   }
-  return path;
+  return snapshot.path_;
+}
+
+std::string memory_checkpoint_dir(const CheckpointOptions& options) {
+  if (options.memory_dir.empty() || options.dir.empty()) return "";
+  std::error_code ec;
+  fs::path dir = fs::weakly_canonical(fs::absolute(options.dir, ec), ec);
+  if (ec) dir = fs::absolute(options.dir).lexically_normal();
+  // FNV-1a: a name that any build of dtrain derives alike from the same directory (std::hash need not).
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (const char c : dir.string()) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+  char name[64];
+  std::snprintf(name, sizeof name, "dtrain-%u-%016llx", static_cast<unsigned>(geteuid()),
+                static_cast<unsigned long long>(hash));
+  return (fs::path(options.memory_dir) / name).string();
+}
+
+void remove_memory_checkpoints(const CheckpointOptions& options) {
+  const std::string dir = memory_checkpoint_dir(options);
+  std::error_code ec;
+  if (!dir.empty()) fs::remove_all(dir, ec);
+}
+
+std::string Checkpointer::save(const CheckpointMeta& meta, const std::vector<TrainedModule>& modules) {
+  return persist(snapshot(meta, modules, SnapshotCopy::kLive));
 }
 
 std::optional<CheckpointMeta> Checkpointer::restore(std::vector<TrainedModule>& modules, const std::string& workload,
@@ -348,14 +488,28 @@ std::optional<CheckpointMeta> Checkpointer::restore(std::vector<TrainedModule>& 
   std::string path;
   std::string payload;
   int64_t status = -1;
+  int from_memory = 0;
   if (comm_.is_root()) {
     try {
       std::error_code ec;
       if (fs::exists(options_.dir, ec) && !fs::is_directory(options_.dir, ec)) {
         throw DataError("checkpoint.dir '" + options_.dir + "' is not a directory");
       }
-      if (auto newest = latest(options_.dir)) {
-        path = *newest;
+      // The newest of the disk's checkpoints and this node's copy in memory; the copy where they are
+      // the same position (it is read without touching the disk).
+      std::optional<std::pair<Position, fs::path>> newest;
+      const auto on_disk = list_checkpoints(options_.dir);
+      if (!on_disk.empty()) newest = on_disk.back();
+      const std::string memory = memory_checkpoint_dir(options_);
+      if (!memory.empty()) {
+        const auto in_memory = list_checkpoints(memory);
+        if (!in_memory.empty() && (!newest || in_memory.back().first >= newest->first)) {
+          newest = in_memory.back();
+          from_memory = 1;
+        }
+      }
+      if (newest) {
+        path = newest->second.string();
         errno = 0;
         std::ifstream in(path, std::ios::binary);
         payload.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
@@ -368,9 +522,10 @@ std::optional<CheckpointMeta> Checkpointer::restore(std::vector<TrainedModule>& 
       status = -2;
     }
   }
-  std::vector<std::string> parts{std::to_string(status), std::move(path), std::move(payload)};
+  std::vector<std::string> parts{std::to_string(status), std::move(path), std::move(payload), std::to_string(from_memory)};
   comm_.broadcast_bytes(parts, 0);
   status = std::stoll(parts[0]);
+  from_memory = std::stoi(parts[3]);
   if (status == -1) return std::nullopt;
   if (status == -2) throw DataError(parts[2]);
   path = std::move(parts[1]);
@@ -381,6 +536,7 @@ std::optional<CheckpointMeta> Checkpointer::restore(std::vector<TrainedModule>& 
   torch::serialize::InputArchive archive;
   CheckpointMeta meta;
   meta.path = path;
+  meta.from_memory = from_memory != 0;
   int64_t version = 0;
   try {
     // Tensors land on this rank's device whatever device wrote them: a checkpoint from a CPU run resumes

@@ -5,11 +5,16 @@
 // filesystem sees, and reaches the same verdict on a bad file.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
+#include <torch/serialize/output-archive.h>
 
 #include "runtime/comm/communicator.h"
 #include "runtime/config/config.h"
@@ -35,6 +40,7 @@ struct CheckpointMeta {
   int64_t partial_samples = 0;  // the samples they cover (steps skipped for NaN/inf gradients excluded)
   int64_t global_batch = 0;    // samples per optimizer step over all ranks (0: not recorded)
   double saved_unix_s = 0.0;   // when it was written (0: not recorded)
+  bool from_memory = false;    // restore only: read from checkpoint.memory_dir's copy, not from the disk
 };
 
 // Where training last was, written by rank 0 beside the checkpoints at each progress line, so that a
@@ -45,9 +51,58 @@ struct ProgressMark {
   double unix_s = 0.0;
 };
 
+// The training state at one step boundary, ready to be written (Checkpointer::persist). Taken with
+// copies, it holds the parameters, buffers and optimizer state as host-memory copies that training no
+// longer touches, so that a thread of its own can serialise and write it while training goes on; taken
+// without, it refers to the live tensors and must be written before the next step.
+class CheckpointSnapshot final {
+ public:
+  CheckpointSnapshot() = default;
+  CheckpointSnapshot(CheckpointSnapshot&&) = default;
+  CheckpointSnapshot& operator=(CheckpointSnapshot&&) = default;
+
+  bool empty() const { return archive_ == nullptr; }
+  const std::string& path() const { return path_; }  // where persist() writes it
+  double copy_s() const { return copy_s_; }          // time spent copying the state
+  // Refers to the live tensors (taken without copies, or with an optimizer no copy is made of): persist
+  // it before training goes on.
+  bool live() const { return live_; }
+
+ private:
+  friend class Checkpointer;
+  std::unique_ptr<torch::serialize::OutputArchive> archive_;
+  // The parameters and buffers written, by name, for the check that no NaN or infinity is saved.
+  std::vector<std::pair<std::string, at::Tensor>> checked_;
+  std::string path_;
+  std::pair<int64_t, int64_t> position_;  // (epoch, optimizer steps into it), as checkpoint names order them
+  int64_t completed_epoch_ = 0;
+  bool live_ = true;
+  double copy_s_ = 0.0;
+};
+
+// Whether a snapshot copies the state (for a write behind training) or refers to it.
+enum class SnapshotCopy { kLive, kHostCopy };
+
 class Checkpointer final {
  public:
   Checkpointer(CheckpointOptions options, Communicator& comm);
+
+  // Rank 0: the state of `modules` at `meta`'s position, for persist(); empty on other ranks. With
+  // kHostCopy every tensor is copied to host memory (pinned, from a GPU) before it returns, unless an
+  // optimizer is of a type copy_optimizer does not know: then the snapshot is live().
+  // The copies are kept for the next snapshot, which copies into them once this one is persisted:
+  // memory already mapped takes a memcpy, fresh memory its page faults too (resnet50's 183 MiB on a
+  // 2-core VM: 45-59 ms with fresh copies, see docs/benchmarks.md).
+  CheckpointSnapshot snapshot(const CheckpointMeta& meta, const std::vector<TrainedModule>& modules,
+                              SnapshotCopy copy);
+  // Rank 0: writes `snapshot` as save() does and returns its path. Touches no live tensor of a
+  // kHostCopy snapshot, so it may run on another thread than training's. Throws as save() does.
+  // With checkpoint.memory_dir it first writes the same bytes into memory_checkpoint_dir() (no fsync:
+  // memory) and removes the copy before it there; that copy is best effort: when it cannot be written
+  // (a small /dev/shm, as containers have), memory_problem() says why and later persists skip it.
+  std::string persist(CheckpointSnapshot snapshot);
+  // Why the copy in memory was not written ("" when it was, or is off). Read it after persist().
+  const std::string& memory_problem() const { return memory_problem_; }
 
   // Rank 0 writes <dir>/checkpoint-epoch-NNNNNN.pt (NNNNNN = meta.epoch) or, inside an epoch,
   // checkpoint-epoch-NNNNNN-step-SSSSSSSS.pt (the epoch in progress and its optimizer steps), then prunes
@@ -55,10 +110,12 @@ class Checkpointer final {
   // ("" on other ranks).
   // Throws NonFiniteError, writing nothing, when a parameter or buffer is NaN or infinite, and IoError
   // when the file cannot be written (no partial file is left; existing checkpoints are untouched).
-  std::string save(const CheckpointMeta& meta, const std::vector<TrainedModule>& modules) const;
+  std::string save(const CheckpointMeta& meta, const std::vector<TrainedModule>& modules);
 
   // Collective. Loads the newest checkpoint of <dir> into every module and its optimizer, on every rank,
-  // and returns its metadata, or nullopt if the directory holds none. Throws DataError (the same on every
+  // and returns its metadata, or nullopt if the directory holds none. Where rank 0's node holds a copy in
+  // memory (checkpoint.memory_dir) at least as new as the newest file on disk, that copy is read instead
+  // (meta.from_memory): a worker restarted on the same node does not read the disk. Throws DataError (the same on every
   // rank) for an unreadable file, another workload or optimizer, a module the file lacks, parameters
   // whose names, shapes or dtypes differ from the module's (checked before anything is loaded), or
   // non-finite values. Checkpoints of formats 1 and 2 hold one module, which loads as "model".
@@ -78,6 +135,16 @@ class Checkpointer final {
  private:
   CheckpointOptions options_;
   Communicator& comm_;
+  std::unordered_map<const void*, at::Tensor> host_copies_;  // by the live tensor they copy
+  std::string memory_problem_;
 };
+
+// Where rank 0 keeps the newest checkpoint of `options.dir` in memory, on its node:
+// <memory_dir>/dtrain-<uid>-<16 hex digits naming the absolute checkpoint directory>, so that the runs of
+// one checkpoint directory (a job and its restarts) meet there and no other run does. "" when
+// checkpoint.memory_dir is empty.
+std::string memory_checkpoint_dir(const CheckpointOptions& options);
+// Removes that directory (at the end of a run, or when a run fails with no restart to come). Best effort.
+void remove_memory_checkpoints(const CheckpointOptions& options);
 
 }  // namespace dtrain

@@ -45,6 +45,7 @@ ResumeRecord CheckpointSchedule::resume_record(const CheckpointMeta& restored, i
                                                int64_t samples_per_epoch, int64_t global_batch) const {
   ResumeRecord resume;
   resume.checkpoint = restored.path;
+  resume.from_memory = restored.from_memory;
   resume.restart_count = restart_count;
   resume.from_world_size = restored.world_size;
   resume.world_size = comm_.world_size();

@@ -72,7 +72,8 @@ Trainer::Trainer(const TrainConfig& config, const Workload& workload, Communicat
              }),
       seed_(config.train.seed),
       activity_(activity),
-      schedule_(config_.checkpoint, comm_) {
+      schedule_(config_.checkpoint, comm_),
+      saver_(config_.checkpoint, comm_, logger_) {
   data_ = workload_.load_data(config_);
   DTRAIN_CHECK(data_.train && data_.test, Error, "workload '" << workload_.name() << "' loaded no dataset");
   DTRAIN_CHECK(data_.train->size() > 0 && data_.test->size() > 0, DataError,
@@ -133,6 +134,10 @@ void Trainer::restore() {
     } else {
       resume_note_ = "no checkpoint in " + config_.checkpoint.dir + "; starting at epoch 1";
     }
+  } else if (comm_.is_root()) {
+    // A run that starts afresh owns its checkpoint directory's copy in memory: one left by an earlier
+    // run of that directory must not be what a restart of this one resumes from.
+    remove_memory_checkpoints(config_.checkpoint);
   }
   plan_batch();
 }
@@ -157,13 +162,12 @@ CheckpointMeta Trainer::checkpoint_meta(int64_t completed_epoch) const {
 }
 
 std::string Trainer::save_checkpoint(const CheckpointMeta& meta) {
-  const std::string path = Checkpointer(config_.checkpoint, comm_).save(meta, state_.modules());
+  const std::string path = saver_.take(meta, state_.modules()).path;
   schedule_.saved();
   return path;
 }
 
 void Trainer::save_mid_epoch(int64_t epoch, int64_t steps_done, const MetricSums& epoch_sums, int64_t samples_seen) {
-  Stopwatch watch;
   set_phase(Phase::kCheckpointing, epoch, steps_done);
   MetricSums counts({"train_samples"}, at::TensorOptions(at::kCPU));
   counts.add("train_samples", at::tensor(static_cast<double>(samples_seen), at::kDouble), static_cast<double>(samples_seen));
@@ -173,13 +177,7 @@ void Trainer::save_mid_epoch(int64_t epoch, int64_t steps_done, const MetricSums
   meta.epoch_steps = steps_done / config_.train.accumulate;
   meta.partial_train = reduced[0];
   meta.partial_samples = static_cast<int64_t>(reduced[1].all().front().weight);
-  CheckpointRecord record;
-  record.path = save_checkpoint(meta);
-  record.epoch = epoch;
-  record.step = meta.epoch_steps;
-  record.epoch_samples = meta.epoch_samples;
-  record.save_s = watch.elapsed_s();
-  logger_.checkpoint_written(record);
+  save_checkpoint(meta);
   schedule_.mark_progress(epoch, meta.epoch_samples);
   set_phase(Phase::kTraining, epoch, steps_done);
 }
@@ -196,6 +194,7 @@ TrainResult Trainer::run(RunInfo info) {
   for (int64_t epoch = first_epoch_; epoch <= config_.train.epochs; ++epoch) result.epochs.push_back(run_epoch(epoch));
 
   set_phase(Phase::kFinishing, config_.train.epochs);
+  saver_.finish();
   RunSummary& summary = result.summary;
   summary.epochs_run = static_cast<int64_t>(result.epochs.size());
   if (!result.epochs.empty()) summary.final_test = result.epochs.back().test;
@@ -391,6 +390,7 @@ void Trainer::train_step(EpochRun& run, int64_t step, const Batch& batch, EpochS
     }
     run.group_sums.zero();
     run.group_samples = 0;
+    saver_.poll();
     if (step + 1 < run.steps && schedule_.due_after_step()) save_mid_epoch(run.epoch, step + 1, run.epoch_sums, run.samples_seen);
   }
   const int64_t check_every = config_.log.interval > 0 ? config_.log.interval : kNonFiniteCheckSteps;

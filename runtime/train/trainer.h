@@ -20,6 +20,7 @@
 #include "runtime/log/run_observer.h"
 #include "runtime/reduce/grad_reducer.h"
 #include "runtime/train/checkpoint.h"
+#include "runtime/train/checkpoint_saver.h"
 #include "runtime/train/checkpoint_schedule.h"
 #include "runtime/train/metrics.h"
 #include "runtime/train/train_state.h"
@@ -97,7 +98,8 @@ class Trainer final {
   void plan_batch();
   // What every checkpoint records after `completed_epoch` (epoch, seed, names, world size, global batch, time).
   CheckpointMeta checkpoint_meta(int64_t completed_epoch) const;
-  // Rank 0 writes `meta` with the modules' state; every rank restarts the count towards the next one.
+  // Rank 0 takes a checkpoint of the modules' state at `meta` (see CheckpointSaver); every rank restarts
+  // the count towards the next one. Returns its path ("" on ranks > 0, or when it was skipped).
   std::string save_checkpoint(const CheckpointMeta& meta);
   // Collective: a checkpoint of epoch `epoch` after `steps_done` of its micro-steps (whole optimizer
   // steps), with the epoch's training metrics so far.
@@ -127,6 +129,8 @@ class Trainer final {
   int64_t seed_;
   Activity* activity_;
   CheckpointSchedule schedule_;
+  // Declared after state_ and logger_: destroyed first, it finishes a checkpoint being written from them.
+  CheckpointSaver saver_;
   std::vector<RunObserver*> observers_;
   int64_t first_epoch_ = 1;
   std::string resume_note_;

@@ -453,6 +453,83 @@ else
   full=""
 fi
 
+# 10. A kill while a checkpoint is being written behind training (ResNet-18: 90 MB, written for about half
+#     a second while the next epoch trains). Rank 0 wrote the checkpoint's copy in memory first
+#     (checkpoint.memory_dir, /dev/shm), so a restart on the node resumes from it, one epoch later than
+#     the disk's newest whole file; a restart that finds only the disk (its directory copied elsewhere)
+#     resumes from that file. Both end exactly as the uninterrupted run: 1 rank bitwise, 2 ranks within
+#     float tolerance. The copy in memory is gone once the run is done.
+resnet=(--workload resnet18 --synthetic --image-size 32 --batch-size 8 --max-steps 3 --epochs 3 --eval-samples 16
+        --log-interval 0 --checkpoint-keep 0)
+# kill_mid_write DIR LAUNCH...: runs LAUNCH and kills rank 0's dtrain -9 the moment the checkpoint of epoch 2
+# exists in DIR only as its .tmp.
+kill_mid_write() {
+  /usr/bin/python3 - "$@" <<'PY'
+import os, signal, subprocess, sys, time
+ck, launch = sys.argv[1], sys.argv[2:]
+run = subprocess.Popen(launch, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+tmp = os.path.join(ck, "checkpoint-epoch-000002.pt.tmp")
+def rank0():
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if cmd[0].endswith(b"/dtrain") and ck.encode() in b" ".join(cmd) and b"OMPI_COMM_WORLD_RANK=1" not in env:
+            return int(pid)
+deadline = time.time() + 240
+while run.poll() is None and time.time() < deadline:
+    if os.path.exists(tmp):
+        os.kill(rank0(), signal.SIGKILL)
+        run.wait()
+        print("killed while", tmp, "was being written; whole:", sorted(f for f in os.listdir(ck) if f.endswith(".pt")))
+        sys.exit(0)
+    time.sleep(0.002)
+print("the run ended (exit", run.poll(), ") before the watcher saw", tmp)
+sys.exit(1)
+PY
+}
+# same_model A B TOLERANCE: the models of two checkpoints (not the optimizer state, keyed by addresses of
+# the run that wrote it) are equal, bitwise for tolerance 0.
+same_model() {
+  /usr/bin/python3 - "$@" <<'PY'
+import sys, torch
+a, b = (torch.jit.load(p) for p in sys.argv[1:3])
+tolerance = float(sys.argv[3])
+ta = {n: t for n, t in list(a.named_parameters()) + list(a.named_buffers()) if n.startswith("modules.")}
+tb = {n: t for n, t in list(b.named_parameters()) + list(b.named_buffers()) if n.startswith("modules.")}
+same = lambda x, y: torch.equal(x, y) if tolerance == 0 or not x.is_floating_point() else torch.allclose(x, y, rtol=tolerance, atol=tolerance)
+differ = [n for n in ta if n not in tb or not same(ta[n], tb[n])]
+print(f"{len(ta)} tensors, {len(differ)} differ {differ[:3]}")
+sys.exit(1 if differ or len(ta) < 100 or set(ta) != set(tb) else 0)
+PY
+}
+for np in 1 2; do
+  if [ "$np" -eq 1 ]; then launch=("$dtrain" "${cpu[@]}"); tol=0; else launch=("$mpiexec" -np 2 $mpi_flags "$dtrain" "${cpu[@]}"); tol=1e-5; fi
+  d=ck10-$np
+  timeout 300 "${launch[@]}" "${resnet[@]}" --log-dir logs10 --checkpoint-dir "$d-whole" >out10w-$np.txt 2>&1
+  rc_whole=$?
+  kill_mid_write "$d" "${launch[@]}" "${resnet[@]}" --log-dir logs10 --checkpoint-dir "$d" >out10k-$np.txt 2>&1
+  rc_kill=$?
+  cp -r "$d" "$d-disk"
+  timeout 300 "${launch[@]}" "${resnet[@]}" --log-dir logs10 --checkpoint-dir "$d" --resume >out10m-$np.txt 2>&1
+  rc_memory=$?
+  memory_copy=$(sed -n 's/^resumed at epoch 3 from \(.*\)\/checkpoint-epoch-000002.pt, the copy in memory .*/\1/p' out10m-$np.txt)
+  timeout 300 "${launch[@]}" "${resnet[@]}" --log-dir logs10 --checkpoint-dir "$d-disk" --resume >out10d-$np.txt 2>&1
+  rc_disk=$?
+  if [ "$rc_whole" -eq 0 ] && [ "$rc_kill" -eq 0 ] && grep -q "whole: \['checkpoint-epoch-000001.pt'\]" out10k-$np.txt &&
+     [ "$rc_memory" -eq 0 ] && [ -n "$memory_copy" ] && [ ! -e "$memory_copy" ] &&
+     same_model "$d-whole/checkpoint-epoch-000003.pt" "$d/checkpoint-epoch-000003.pt" "$tol" >same10m.txt 2>&1 &&
+     [ "$rc_disk" -eq 0 ] && grep -q "resumed at epoch 2 from .*$d-disk/checkpoint-epoch-000001.pt (world" out10d-$np.txt &&
+     same_model "$d-whole/checkpoint-epoch-000003.pt" "$d-disk/checkpoint-epoch-000003.pt" "$tol" >same10d.txt 2>&1; then
+    pass "$np rank(s) killed during a background checkpoint write: the resume from the copy in memory (epoch 3: $(cat same10m.txt)) and the one from disk (epoch 2: $(cat same10d.txt)) end as the uninterrupted run"
+  else
+    fail "$np rank(s) killed during a background write: uninterrupted exit $rc_whole, watcher $rc_kill, memory resume exit $rc_memory ('$memory_copy'), disk resume exit $rc_disk"
+    cat out10k-$np.txt out10m-$np.txt out10d-$np.txt same10m.txt same10d.txt 2>/dev/null | grep -v '^\s*$' | tail -40
+  fi
+done
+
 # Every run log the runs above wrote (errors, warnings, resumes, a finished run, profiles, non-UTF-8 paths)
 # matches the run log's schema.
 if /usr/bin/python3 "$here/../support/check_run_logs.py" --min-logs 20 \

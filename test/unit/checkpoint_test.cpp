@@ -70,7 +70,7 @@ TEST_CASE("pruning keeps the checkpoint just written and leaves later epochs alo
   std::vector<TrainedModule> modules;
   modules.push_back({"model", model, make_optimizer(config.train, *model), nullptr});
   LocalCommunicator comm;
-  const Checkpointer checkpointer(config.checkpoint, comm);
+  Checkpointer checkpointer(config.checkpoint, comm);
   CheckpointMeta meta;
   meta.workload = "tiny";
   meta.optimizer = "sgd";
@@ -169,4 +169,70 @@ TEST_CASE("a finished run's format-1 checkpoint, which has no metrics, is evalua
   CHECK(again.result.summary.final_test.at("accuracy") == last.test.at("accuracy"));
   CHECK(again.result.summary.final_test.at("loss") == Approx(last.test.at("loss")).epsilon(1e-6));
   CHECK_THAT(again.console, Contains("epoch 1/1 | test_acc"));  // no train_loss: format 1 did not keep it
+}
+
+namespace {
+
+// One SGD/Adam/... step of `model` on a fixed gradient: the optimizer's state changes in place.
+void fake_step(torch::nn::Module& model, torch::optim::Optimizer& optimizer, double gradient) {
+  for (at::Tensor& p : model.parameters()) p.mutable_grad() = at::full_like(p, gradient);
+  optimizer.step();
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint written behind training holds its step's state, whatever training does next",
+          "[checkpoint]") {
+  for (const OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdam, OptimizerKind::kAdamW,
+                                   OptimizerKind::kAdadelta}) {
+    const std::string name = to_string(kind);
+    INFO("optimizer " << name);
+    test::TempDir behind_dir;
+    test::TempDir live_dir;
+    TrainConfig config = test::tiny_config(behind_dir.path());
+    config.train.optimizer = kind;
+    auto workload = test::make_tiny_workload();
+    auto model = workload->make_model({});
+    std::vector<TrainedModule> modules;
+    modules.push_back({"model", model, make_optimizer(config.train, *model), nullptr});
+    fake_step(*model, *modules[0].optimizer, 0.5);  // the optimizer now holds state (momentum, averages)
+
+    LocalCommunicator comm;
+    CheckpointMeta meta;
+    meta.epoch = 2;
+    meta.workload = "tiny";
+    meta.optimizer = name;
+    meta.world_size = 1;
+    Checkpointer behind(config.checkpoint, comm);
+    CheckpointSnapshot snapshot = behind.snapshot(meta, modules, SnapshotCopy::kHostCopy);
+    REQUIRE_FALSE(snapshot.live());
+    // The same state, written the way a checkpoint on the training thread is.
+    CheckpointOptions live_options = config.checkpoint;
+    live_options.dir = live_dir.path();
+    Checkpointer(live_options, comm).save(meta, modules);
+    const at::Tensor params_then = test::flat_params(*model);
+
+    // Training goes on while the snapshot waits to be written: parameters and optimizer state change.
+    fake_step(*model, *modules[0].optimizer, -2.0);
+    REQUIRE_FALSE(at::equal(test::flat_params(*model), params_then));
+    const std::string path = behind.persist(std::move(snapshot));
+    CHECK(path == (std::filesystem::path(config.checkpoint.dir) / "checkpoint-epoch-000002.pt").string());
+
+    // Both files load to the state of the step the snapshot was taken at: parameters, and an optimizer
+    // that continues exactly as the one written on the training thread.
+    auto load = [&](const std::string& dir) {
+      auto fresh = workload->make_model({});
+      std::vector<TrainedModule> loaded;
+      loaded.push_back({"model", fresh, make_optimizer(config.train, *fresh), nullptr});
+      CheckpointOptions options = config.checkpoint;
+      options.dir = dir;
+      REQUIRE(Checkpointer(options, comm).restore(loaded, "tiny", name));
+      fake_step(*fresh, *loaded[0].optimizer, 1.0);
+      return test::flat_params(*fresh);
+    };
+    const at::Tensor continued_behind = load(config.checkpoint.dir);
+    const at::Tensor continued_live = load(live_dir.path());
+    CHECK(at::equal(continued_behind, continued_live));
+    CHECK_FALSE(at::equal(continued_behind, params_then));  // the step after the restore moved them
+  }
 }

@@ -261,5 +261,5 @@ TEST_CASE("the ranks compare every key but the node-local paths only rank 0 uses
   for (const ConfigField& field : schema().fields()) {
     if (field.per_node) per_node.push_back(field.key);
   }
-  CHECK(per_node == std::vector<std::string>{"log.dir", "checkpoint.dir"});
+  CHECK(per_node == std::vector<std::string>{"log.dir", "checkpoint.dir", "checkpoint.memory_dir"});
 }

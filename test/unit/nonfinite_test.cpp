@@ -159,5 +159,8 @@ TEST_CASE("a checkpoint is never written from non-finite parameters", "[checkpoi
   meta.world_size = 1;
   CHECK_THROWS_WITH(checkpointer.save(meta, modules),
                     Contains("epoch 1: parameter fc2.bias is NaN or infinite; no checkpoint was written"));
+  // The same check where the copy is written behind training (the writer's thread scans the copies).
+  CHECK_THROWS_WITH(checkpointer.persist(checkpointer.snapshot(meta, modules, SnapshotCopy::kHostCopy)),
+                    Contains("epoch 1: parameter fc2.bias is NaN or infinite; no checkpoint was written"));
   CHECK(checkpoint_names(config.checkpoint.dir).empty());
 }

@@ -1,0 +1,111 @@
+#include "runtime/train/checkpoint_saver.h"
+
+#include <cstdio>
+#include <utility>
+
+#include "runtime/util/timer.h"
+
+namespace dtrain {
+namespace {
+constexpr double kWarnWait_s = 0.1;
+}  // namespace
+
+CheckpointSaver::CheckpointSaver(const CheckpointOptions& options, Communicator& comm, RunLogger& logger)
+    : options_(options), comm_(comm), logger_(logger), checkpointer_(options, comm) {}
+
+CheckpointSaver::~CheckpointSaver() {
+  if (writer_.joinable()) writer_.join();
+}
+
+CheckpointSaver::Taken CheckpointSaver::take(const CheckpointMeta& meta, const std::vector<TrainedModule>& modules) {
+  Taken taken;
+  if (!comm_.is_root()) return taken;
+  const bool inside_epoch = meta.epoch_samples > 0;
+  Stopwatch blocked;
+  double wait_s = 0.0;
+  if (writer_.joinable()) {
+    const bool busy = !done_.load();
+    wait_and_log();
+    wait_s = blocked.elapsed_s();
+    // Waits of a few milliseconds (a small model's checkpoints, taken steps apart) are not worth a line.
+    if (busy && wait_s >= kWarnWait_s && !warned_wait_) {
+      warned_wait_ = true;
+      char waited[32];
+      std::snprintf(waited, sizeof waited, "%.3f", wait_s);
+      logger_.warning("the checkpoint of epoch " + std::to_string(meta.epoch + (inside_epoch ? 1 : 0)) +
+                      (inside_epoch ? ", step " + std::to_string(meta.epoch_steps) : std::string(" (its end)")) +
+                      " fell due while the previous one was still being written; training waited " + waited +
+                      " s for it (each checkpoint record's wait_s says how long): checkpoint less often, or on a "
+                      "faster disk");
+    }
+  }
+  CheckpointRecord record;
+  record.epoch = meta.epoch + (inside_epoch ? 1 : 0);
+  record.step = meta.epoch_steps;
+  record.epoch_samples = meta.epoch_samples;
+  record.wait_s = wait_s;
+  CheckpointSnapshot snapshot =
+      checkpointer_.snapshot(meta, modules, options_.async ? SnapshotCopy::kHostCopy : SnapshotCopy::kLive);
+  taken.path = snapshot.path();
+  record.path = snapshot.path();
+  pending_logged_ = inside_epoch;
+  if (snapshot.live()) {
+    Stopwatch persist;
+    checkpointer_.persist(std::move(snapshot));
+    record.persist_s = persist.elapsed_s();
+    record.save_s = blocked.elapsed_s();
+    if (inside_epoch) logger_.checkpoint_written(record);
+    warn_memory();
+  } else {
+    record.async = true;
+    record.save_s = blocked.elapsed_s();
+    start(std::move(snapshot), std::move(record));
+  }
+  taken.blocked_s = blocked.elapsed_s();
+  return taken;
+}
+
+void CheckpointSaver::start(CheckpointSnapshot snapshot, CheckpointRecord record) {
+  pending_ = std::move(record);
+  done_.store(false);
+  failure_ = nullptr;
+  writer_ = std::thread([this, snapshot = std::move(snapshot)]() mutable {
+    Stopwatch persist;
+    try {
+      checkpointer_.persist(std::move(snapshot));
+    } catch (...) {
+      failure_ = std::current_exception();
+    }
+    persist_s_ = persist.elapsed_s();
+    done_.store(true);
+  });
+}
+
+void CheckpointSaver::wait_and_log() {
+  writer_.join();
+  if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
+  pending_.persist_s = persist_s_;
+  if (pending_logged_) logger_.checkpoint_written(pending_);
+  warn_memory();
+}
+
+void CheckpointSaver::warn_memory() {
+  if (warned_memory_ || checkpointer_.memory_problem().empty()) return;
+  warned_memory_ = true;
+  logger_.warning("the checkpoint's copy in memory (checkpoint.memory_dir '" + options_.memory_dir +
+                  "') could not be written: " + checkpointer_.memory_problem() +
+                  "; checkpoints go to disk only, and a restart reads them from there (give the node a larger "
+                  "memory-backed directory, or --checkpoint-memory-dir '' to say so)");
+}
+
+void CheckpointSaver::poll() {
+  if (writer_.joinable() && done_.load()) wait_and_log();
+}
+
+void CheckpointSaver::finish() {
+  if (writer_.joinable()) wait_and_log();
+  // The run is over: nothing will restart from the copy in memory, and the disk holds the last state.
+  if (comm_.is_root()) remove_memory_checkpoints(options_);
+}
+
+}  // namespace dtrain

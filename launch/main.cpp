@@ -38,6 +38,7 @@
 #include "runtime/util/cpu_budget.h"
 #include "runtime/util/error.h"
 #include "runtime/util/strings.h"
+#include "runtime/util/timer.h"
 #include "workloads/registry.h"
 
 namespace dtrain {
@@ -151,8 +152,14 @@ void print_workloads(const WorkloadRegistry& registry, const ConfigSchema& schem
 class Job final {
  public:
   // `launcher`: the environment as the launcher left it, read before MPI started.
-  Job(Session& session, LauncherEnv launcher, const WorkloadRegistry& registry, const ConfigSchema& schema)
-      : session_(session), launcher_(std::move(launcher)), registry_(registry), schema_(schema) {}
+  // `joined_unix_s`: when the session had started (the ranks had met).
+  Job(Session& session, LauncherEnv launcher, const WorkloadRegistry& registry, const ConfigSchema& schema,
+      double joined_unix_s)
+      : session_(session),
+        launcher_(std::move(launcher)),
+        registry_(registry),
+        schema_(schema),
+        joined_unix_s_(joined_unix_s) {}
 
   int run(int argc, char** argv);
 
@@ -183,6 +190,7 @@ class Job final {
   LauncherEnv launcher_;
   const WorkloadRegistry& registry_;
   const ConfigSchema& schema_;  // the generic options and the registry's workloads'
+  const double joined_unix_s_;
 
   std::string launcher_note_;  // a warning about the launcher's variables, for the run log
   std::string restart_note_;   // why a restarted group resumes
@@ -340,6 +348,7 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
   info.bootstrap = to_string(session_.kind());
   info.launcher = session_.description();
   info.restart_count = session_.restart_count();
+  info.joined_unix_s = joined_unix_s_;
   info.dtrain_version = DTRAIN_VERSION;
   if (session_.is_root()) info.network = network_info(session_, info.backend);
   try {
@@ -500,7 +509,7 @@ int main(int argc, char** argv) {
     std::cerr << "dtrain: cannot start: " << e.what() << std::endl;
     return dtrain::kExitComm;
   }
-  dtrain::Job job(*session, launcher, registry, schema);
+  dtrain::Job job(*session, launcher, registry, schema, dtrain::unix_now_s());
   dtrain::Failure failure;
   try {
     return job.run(argc, argv);

@@ -40,6 +40,7 @@ struct RunInfo {
   std::string bootstrap;  // "mpi" or "env": how the ranks met
   std::string launcher;   // "Open MPI v4.1.4", "torchrun, store at node-0:29500, restart 1 of at most 3"
   int restart_count = 0;  // torchrun's restarts of the worker group so far
+  double joined_unix_s = 0.0;  // when the ranks had met (MPI started, or torchrun's store joined); 0: unknown
   std::string dtrain_version;
   std::string data_description;
   int64_t train_samples = 0;
@@ -78,6 +79,13 @@ struct ResumeRecord {
   int64_t steps_redone = -1;
   double restart_s = -1.0;
   double lost_s = -1.0;  // seconds from the checkpoint being written to this resume (-1: not recorded)
+  // Where restart_s went, from this process's side (-1: unknown): down_s from that mark to this process's
+  // start (the failure noticed, the launcher's restart), join_s from the start to the ranks having met
+  // (MPI's start, or torchrun's store and rendezvous), setup_s from there to reading the checkpoint (the
+  // run directory, the data, the model); restore_s follows.
+  double down_s = -1.0;
+  double join_s = -1.0;
+  double setup_s = -1.0;
   double restore_s = 0.0;    // reading and loading the checkpoint
   double unix_time_s = 0.0;  // when training continues (for the restart cost, to the millisecond)
 };

@@ -328,6 +328,9 @@ void RunLogger::resumed(const ResumeRecord& r) {
     record["steps_redone"] = r.steps_redone;
     record["restart_s"] = r.restart_s;
   }
+  if (r.down_s >= 0) record["down_s"] = r.down_s;
+  if (r.join_s >= 0) record["join_s"] = r.join_s;
+  if (r.setup_s >= 0) record["setup_s"] = r.setup_s;
   if (r.lost_s >= 0) record["lost_s"] = r.lost_s;
   write_event(record);
 }

@@ -42,7 +42,8 @@ void CheckpointSchedule::mark_progress(int64_t epoch, int64_t epoch_samples) con
 }
 
 ResumeRecord CheckpointSchedule::resume_record(const CheckpointMeta& restored, int restart_count, double restore_s,
-                                               int64_t samples_per_epoch, int64_t global_batch) const {
+                                               StartTimes start, int64_t samples_per_epoch,
+                                               int64_t global_batch) const {
   ResumeRecord resume;
   resume.checkpoint = restored.path;
   resume.from_memory = restored.from_memory;
@@ -64,7 +65,13 @@ ResumeRecord CheckpointSchedule::resume_record(const CheckpointMeta& restored, i
     // right after a save) left a mark older than the checkpoint, and reached no further.
     const int64_t reached = std::max((mark->epoch - 1) * samples_per_epoch + mark->epoch_samples, saved);
     resume.steps_redone = (reached - saved) / global_batch;
-    resume.restart_s = now - std::max(mark->unix_s, restored.saved_unix_s);
+    const double last_seen = std::max(mark->unix_s, restored.saved_unix_s);
+    resume.restart_s = now - last_seen;
+    if (start.process_start > last_seen) resume.down_s = start.process_start - last_seen;
+  }
+  if (start.process_start > 0 && start.joined >= start.process_start) {
+    resume.join_s = start.joined - start.process_start;
+    if (start.restore_begin >= start.joined) resume.setup_s = start.restore_begin - start.joined;
   }
   return resume;
 }

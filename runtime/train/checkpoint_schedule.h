@@ -27,9 +27,16 @@ class CheckpointSchedule final {
   // Rank 0, at progress lines and checkpoints inside epochs: where training is, for the cost report of a
   // later resume. Nothing without checkpoints inside epochs (no restarts are expected then).
   void mark_progress(int64_t epoch, int64_t epoch_samples) const;
+  // When a resumed process passed each point of its start, in Unix seconds (0: unknown).
+  struct StartTimes {
+    double process_start = 0.0;  // the process began
+    double joined = 0.0;         // the ranks had met
+    double restore_begin = 0.0;  // reading the checkpoint began
+  };
   // The record of a run that resumed from `restored` after `restore_s` seconds of loading it. Rank 0
-  // adds the steps redone and the restart time from the interrupted run's last progress mark.
-  ResumeRecord resume_record(const CheckpointMeta& restored, int restart_count, double restore_s,
+  // adds the steps redone and the restart time from the interrupted run's last progress mark, split at
+  // the points of `start`.
+  ResumeRecord resume_record(const CheckpointMeta& restored, int restart_count, double restore_s, StartTimes start,
                              int64_t samples_per_epoch, int64_t global_batch) const;
 
  private:

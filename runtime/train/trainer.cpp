@@ -123,6 +123,7 @@ at::Tensor Trainer::model_layout(const at::Tensor& inputs) const {
 
 void Trainer::restore() {
   if (config_.checkpoint.resume) {
+    restore_begin_unix_s_ = unix_now_s();
     Stopwatch watch;
     set_phase(Phase::kRestoring, 0);
     Checkpointer checkpointer(config_.checkpoint, comm_);
@@ -221,7 +222,9 @@ void Trainer::start_run(RunInfo& info) {
   if (!batch_note_.empty()) logger_.info(batch_note_);
   if (!resume_note_.empty()) logger_.info(resume_note_);
   if (restored_) {
-    logger_.resumed(schedule_.resume_record(*restored_, info.restart_count, restore_s_, data_.train->size(), global_batch_));
+    const CheckpointSchedule::StartTimes start{process_start_unix_s(), info.joined_unix_s, restore_begin_unix_s_};
+    logger_.resumed(
+        schedule_.resume_record(*restored_, info.restart_count, restore_s_, start, data_.train->size(), global_batch_));
   }
 }
 

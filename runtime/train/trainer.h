@@ -137,6 +137,7 @@ class Trainer final {
   std::optional<CheckpointMeta> restored_;
   bool planned_ = false;
   double restore_s_ = 0.0;  // how long restore() took to read and load the checkpoint
+  double restore_begin_unix_s_ = 0.0;
   int64_t global_batch_ = 0;
   std::string batch_note_;  // how the global batch is split, when train.elastic_batch holds it
   int64_t run_step_ = 0;    // training steps of this run so far, across epochs

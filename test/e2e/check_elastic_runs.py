@@ -26,6 +26,10 @@ def main():
     assert resume["from_world_size"] == before and resume["world_size"] == after, resume
     assert resume["epoch"] == 1 and resume["step"] >= 20 and resume["epoch_samples"] == resume["step"] * global_batch, resume
     assert resume["steps_redone"] >= 0 and resume["restart_s"] > 0 and resume["lost_s"] > 0, resume
+    # The parts of restart_s the resumed process can see, in order, adding up to no more than it (the
+    # process start is known to 10 ms).
+    parts = [resume[k] for k in ("down_s", "join_s", "setup_s", "restore_s")]
+    assert all(p >= 0 for p in parts) and sum(parts) <= resume["restart_s"] + 0.02, resume
     passes = math.ceil(global_batch / after / per_rank)
     epoch = [e for e in second if e["event"] == "epoch_end"][0]
     assert epoch["epoch"] == 1, epoch
@@ -35,7 +39,8 @@ def main():
         assert e["train_samples"] == steps * global_batch, e
     assert second[-1]["event"] == "run_end", second[-1]
     print(f"check_elastic_runs: ok ({before} -> {after} ranks, resumed at step {resume['step'] + 1} of {steps}, "
-          f"{resume['steps_redone']} steps redone, restart {resume['restart_s']:.1f} s)")
+          f"{resume['steps_redone']} steps redone, restart {resume['restart_s']:.1f} s: down {resume['down_s']:.2f}, "
+          f"join {resume['join_s']:.2f}, setup {resume['setup_s']:.2f}, load {resume['restore_s']:.2f})")
 
 
 if __name__ == "__main__":

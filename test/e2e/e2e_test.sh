@@ -2,7 +2,8 @@
 # End-to-end tests of the dtrain binary under mpirun: output grammar, run log, config errors that are
 # identical on every rank, resume across world sizes and of a finished run, and the failures dtrain must
 # survive as users meet them: a frozen rank (named, with its host and phase), a diverging run (stopped,
-# good checkpoints kept), a full disk (a clear error, no partial files), unusable paths and checkpoints.
+# good checkpoints kept), a full disk (a clear error, no partial files), unusable paths and checkpoints,
+# and a kill while a checkpoint is written behind training (resumed from memory and from disk alike).
 # Every run pins --device cpu --backend mpi: on a GPU host `auto` would pick one GPU per rank.
 # Usage: e2e_test.sh DTRAIN MPIEXEC [MPIEXEC_FLAGS]
 set -uo pipefail

@@ -19,7 +19,6 @@
 #include "runtime/train/optimizer_copy.h"
 #include "runtime/util/error.h"
 #include "runtime/util/file_io.h"
-#include "runtime/util/timer.h"
 
 namespace dtrain {
 namespace fs = std::filesystem;
@@ -343,7 +342,6 @@ CheckpointSnapshot Checkpointer::snapshot(const CheckpointMeta& meta, const std:
                                           SnapshotCopy copy) {
   CheckpointSnapshot snapshot;
   if (!comm_.is_root()) return snapshot;
-  Stopwatch watch;
   // From a GPU the copies go to pinned memory without waiting; the one wait comes after the last.
   at::Tensor device_source;
   at::NoGradGuard no_grad;  // the kept copies are flagged as the live tensors are, and written in place
@@ -400,7 +398,6 @@ CheckpointSnapshot Checkpointer::snapshot(const CheckpointMeta& meta, const std:
   snapshot.completed_epoch_ = meta.epoch;
   snapshot.live_ = copy == SnapshotCopy::kLive;
   snapshot.path_ = (fs::path(options_.dir) / checkpoint_name(snapshot.position_)).string();
-  snapshot.copy_s_ = watch.elapsed_s();
   return snapshot;
 }
 

@@ -63,7 +63,6 @@ class CheckpointSnapshot final {
 
   bool empty() const { return archive_ == nullptr; }
   const std::string& path() const { return path_; }  // where persist() writes it
-  double copy_s() const { return copy_s_; }          // time spent copying the state
   // Refers to the live tensors (taken without copies, or with an optimizer no copy is made of): persist
   // it before training goes on.
   bool live() const { return live_; }
@@ -77,7 +76,6 @@ class CheckpointSnapshot final {
   std::pair<int64_t, int64_t> position_;  // (epoch, optimizer steps into it), as checkpoint names order them
   int64_t completed_epoch_ = 0;
   bool live_ = true;
-  double copy_s_ = 0.0;
 };
 
 // Whether a snapshot copies the state (for a write behind training) or refers to it.
@@ -115,10 +113,10 @@ class Checkpointer final {
   // Collective. Loads the newest checkpoint of <dir> into every module and its optimizer, on every rank,
   // and returns its metadata, or nullopt if the directory holds none. Where rank 0's node holds a copy in
   // memory (checkpoint.memory_dir) at least as new as the newest file on disk, that copy is read instead
-  // (meta.from_memory): a worker restarted on the same node does not read the disk. Throws DataError (the same on every
-  // rank) for an unreadable file, another workload or optimizer, a module the file lacks, parameters
-  // whose names, shapes or dtypes differ from the module's (checked before anything is loaded), or
-  // non-finite values. Checkpoints of formats 1 and 2 hold one module, which loads as "model".
+  // (meta.from_memory): a worker restarted on the same node does not read the disk. Throws DataError
+  // (the same on every rank) for an unreadable file, another workload or optimizer, a module the file
+  // lacks, parameters whose names, shapes or dtypes differ from the module's (checked before anything is
+  // loaded), or non-finite values. Checkpoints of formats 1 and 2 hold one module, which loads as "model".
   std::optional<CheckpointMeta> restore(std::vector<TrainedModule>& modules, const std::string& workload,
                                         const std::string& optimizer_name) const;
 

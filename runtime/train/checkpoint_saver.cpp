@@ -17,9 +17,8 @@ CheckpointSaver::~CheckpointSaver() {
   if (writer_.joinable()) writer_.join();
 }
 
-CheckpointSaver::Taken CheckpointSaver::take(const CheckpointMeta& meta, const std::vector<TrainedModule>& modules) {
-  Taken taken;
-  if (!comm_.is_root()) return taken;
+std::string CheckpointSaver::take(const CheckpointMeta& meta, const std::vector<TrainedModule>& modules) {
+  if (!comm_.is_root()) return "";
   const bool inside_epoch = meta.epoch_samples > 0;
   Stopwatch blocked;
   double wait_s = 0.0;
@@ -46,9 +45,8 @@ CheckpointSaver::Taken CheckpointSaver::take(const CheckpointMeta& meta, const s
   record.wait_s = wait_s;
   CheckpointSnapshot snapshot =
       checkpointer_.snapshot(meta, modules, options_.async ? SnapshotCopy::kHostCopy : SnapshotCopy::kLive);
-  taken.path = snapshot.path();
-  record.path = snapshot.path();
-  pending_logged_ = inside_epoch;
+  std::string path = snapshot.path();
+  record.path = path;
   if (snapshot.live()) {
     Stopwatch persist;
     checkpointer_.persist(std::move(snapshot));
@@ -61,8 +59,7 @@ CheckpointSaver::Taken CheckpointSaver::take(const CheckpointMeta& meta, const s
     record.save_s = blocked.elapsed_s();
     start(std::move(snapshot), std::move(record));
   }
-  taken.blocked_s = blocked.elapsed_s();
-  return taken;
+  return path;
 }
 
 void CheckpointSaver::start(CheckpointSnapshot snapshot, CheckpointRecord record) {
@@ -85,7 +82,7 @@ void CheckpointSaver::wait_and_log() {
   writer_.join();
   if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
   pending_.persist_s = persist_s_;
-  if (pending_logged_) logger_.checkpoint_written(pending_);
+  if (pending_.epoch_samples > 0) logger_.checkpoint_written(pending_);  // epoch ends: in epoch_end
   warn_memory();
 }
 

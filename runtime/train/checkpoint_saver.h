@@ -6,9 +6,9 @@
 // One persist at a time. A checkpoint that falls due while the previous one is still being written
 // waits for it, so that every checkpoint asked for is written (as torchtitan waits on its previous async
 // save); the wait counts as training time the checkpoint took, its record's wait_s says how much, and
-// the first wait of a run longer than 0.1 s warns. The run ends only after the last persist finished; a persist that
-// failed (a full disk, a directory that went away) ends the run with its error at the next step
-// boundary, from rank 0, as a failed write on the training thread does.
+// the first wait of a run longer than 0.1 s warns. The run ends only after the last persist finished;
+// a persist that failed (a full disk, a directory that went away) ends the run with its error at the
+// next step boundary, from rank 0, as a failed write on the training thread does.
 #pragma once
 
 #include <atomic>
@@ -34,13 +34,10 @@ class CheckpointSaver final {
   CheckpointSaver(const CheckpointSaver&) = delete;
   CheckpointSaver& operator=(const CheckpointSaver&) = delete;
 
-  struct Taken {
-    std::string path;        // the checkpoint being (or already) written; "" on ranks > 0
-    double blocked_s = 0.0;  // training time it took: a wait for the previous persist, the copy, or the write
-  };
   // At a step boundary, on every rank (only rank 0 does anything): checkpoints `modules` at `meta`'s
-  // position. Inside an epoch (meta.epoch_samples > 0) it is logged as a `checkpoint` record once written.
-  Taken take(const CheckpointMeta& meta, const std::vector<TrainedModule>& modules);
+  // position and returns the path being (or already) written, "" on ranks > 0. Inside an epoch
+  // (meta.epoch_samples > 0) it is logged as a `checkpoint` record once written.
+  std::string take(const CheckpointMeta& meta, const std::vector<TrainedModule>& modules);
   // Rank 0, between steps: logs a persist that finished; rethrows the error of one that failed.
   void poll();
   // Waits for the persist in flight, logs it, and rethrows its error; then removes rank 0's copy in
@@ -59,9 +56,8 @@ class CheckpointSaver final {
   std::thread writer_;
   std::atomic<bool> done_{false};
   std::exception_ptr failure_;
-  CheckpointRecord pending_;     // the persist in flight, logged when it is done
-  bool pending_logged_ = false;  // inside an epoch (epoch ends are in their epoch_end record)
-  double persist_s_ = 0.0;       // its write, on the writer's clock
+  CheckpointRecord pending_;  // the persist in flight, logged when it is done if inside an epoch
+  double persist_s_ = 0.0;    // its write, on the writer's clock
   bool warned_wait_ = false;
   bool warned_memory_ = false;
 };

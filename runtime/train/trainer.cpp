@@ -163,7 +163,7 @@ CheckpointMeta Trainer::checkpoint_meta(int64_t completed_epoch) const {
 }
 
 std::string Trainer::save_checkpoint(const CheckpointMeta& meta) {
-  const std::string path = saver_.take(meta, state_.modules()).path;
+  const std::string path = saver_.take(meta, state_.modules());
   schedule_.saved();
   return path;
 }

@@ -99,7 +99,7 @@ class Trainer final {
   // What every checkpoint records after `completed_epoch` (epoch, seed, names, world size, global batch, time).
   CheckpointMeta checkpoint_meta(int64_t completed_epoch) const;
   // Rank 0 takes a checkpoint of the modules' state at `meta` (see CheckpointSaver); every rank restarts
-  // the count towards the next one. Returns its path ("" on ranks > 0, or when it was skipped).
+  // the count towards the next one. Returns its path ("" on ranks > 0).
   std::string save_checkpoint(const CheckpointMeta& meta);
   // Collective: a checkpoint of epoch `epoch` after `steps_done` of its micro-steps (whole optimizer
   // steps), with the epoch's training metrics so far.

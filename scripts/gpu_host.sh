@@ -38,6 +38,8 @@ host_has() {
     zlib) [ -f /usr/include/zlib.h ] ;;
     png) [ -f /usr/include/png.h ] ;;
     turbojpeg) [ -f /usr/include/turbojpeg.h ] ;;
+    protobuf) command -v protoc >/dev/null && [ -f /usr/include/google/protobuf/message_lite.h ] ;;
+    boost) [ -f /usr/include/boost/crc.hpp ] ;;
     data) [ -d /usr/share/datasets/fashion-mnist ] ;;
     jsonschema) "$python" -c 'import jsonschema' 2>/dev/null && /usr/bin/python3 -c 'import jsonschema' 2>/dev/null ;;
     *) return 1 ;;
@@ -52,6 +54,8 @@ deb_group() {
     zlib1g-dev) echo zlib ;;
     libpng*) echo png ;;
     libturbojpeg*) echo turbojpeg ;;
+    libprotobuf* | libprotoc* | protobuf-compiler) echo protobuf ;;
+    libboost*) echo boost ;;
     dataset-fashion-mnist) echo data ;;
     python3-*) echo jsonschema ;;
     *) echo mpi ;;  # Open MPI and the libraries it links

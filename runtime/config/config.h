@@ -112,6 +112,7 @@ struct LogOptions {
   double sample_interval_s = 1.0;  // seconds between resource samples (CPU, memory, GPU, network) per rank; 0 = none
   StepRange profile_steps;  // steps profiled with LibTorch's profiler (trace and operations table); none by default
   int64_t profile_rank = 0;  // the rank that profiles them
+  bool tensorboard = true;  // TensorBoard event files in the run directory's tensorboard/ (rank 0)
 };
 
 struct CheckpointOptions {

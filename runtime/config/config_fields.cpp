@@ -472,6 +472,10 @@ std::vector<ConfigField> build_fields() {
                                [](TrainConfig& c) -> StepRange& { return c.log.profile_steps; }));
   f.push_back(int_field("log.profile_rank", "profile-rank", "the rank that runs the profiler of log.profile_steps",
                         [](TrainConfig& c) -> int64_t& { return c.log.profile_rank; }, 0, kMaxCount));
+  f.push_back(bool_field("log.tensorboard", "tensorboard",
+                         "write TensorBoard event files of the run's curves and resource samples to tensorboard/ "
+                         "in the run directory (tensorboard --logdir <run directory>)",
+                         [](TrainConfig& c) -> bool& { return c.log.tensorboard; }));
 
   f.push_back(string_field("checkpoint.dir", "checkpoint-dir",
                            "directory for checkpoints, locked while a run uses it (empty = checkpoints/ in the "

@@ -138,11 +138,13 @@ double fraction_done(const ProgressState& p) {
   return p.total > 0 ? std::clamp(static_cast<double>(p.done) / static_cast<double>(p.total), 0.0, 1.0) : 0.0;
 }
 
-// " | 1534 samples/s | 0:15 left", or " | 0:15 left" style placeholders while the rate is unknown.
+// " | 1534 samples/s | 0:15 left", or " | 0:15 left" style placeholders while the rate is unknown; then
+// " | run 9:40 left" once the run's time left is estimated.
 std::string rate_and_time_left(const ProgressState& p) {
-  if (p.samples_per_s <= 0) return " | -- samples/s | --:-- left";
+  const std::string run_left = p.run_left_s ? " | run " + format_duration(*p.run_left_s) + " left" : "";
+  if (p.samples_per_s <= 0) return " | -- samples/s | --:-- left" + run_left;
   const double left_s = static_cast<double>(std::max<int64_t>(0, p.total - p.done)) / p.samples_per_s;
-  return printf_string(" | %.0f samples/s | ", p.samples_per_s) + format_duration(left_s) + " left";
+  return printf_string(" | %.0f samples/s | ", p.samples_per_s) + format_duration(left_s) + " left" + run_left;
 }
 
 }  // namespace

@@ -55,15 +55,17 @@ struct ProgressState {
   int64_t done = 0;
   int64_t total = 0;
   double samples_per_s = 0.0;
+  std::optional<double> run_left_s;  // the whole run's time left, when estimated
 };
 
 // "1:05", "12:03:09": a duration in whole seconds; "--:--" when unknown (negative or not finite).
 std::string format_duration(double seconds);
 
 // The progress bar, redrawn in place on a terminal:
-// "epoch 2/10 [############........] 60% 36000/60000 | 1534 samples/s | 0:15 left"
+// "epoch 2/10 [############........] 60% 36000/60000 | 1534 samples/s | 0:15 left | run 9:40 left"
 // The progress line, printed every few seconds elsewhere:
-// "progress: epoch 2/10 60% (36000/60000 samples) | 1534 samples/s | 0:15 left"
+// "progress: epoch 2/10 60% (36000/60000 samples) | 1534 samples/s | 0:15 left | run 9:40 left"
+// (the run's time left once it is estimated)
 // Neither holds "=" (Katib's StdOut filter takes "name=number" for a metric) nor "real".
 std::string progress_bar_text(const ProgressState& state, int width);
 std::string progress_line_text(const ProgressState& state);

@@ -1,5 +1,6 @@
 #include "runtime/log/progress_meter.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -28,14 +29,19 @@ void ProgressMeter::begin(std::string phase, int64_t done, int64_t total) {
   begin_done_ = done;
   total_ = total;
   rate_from_done_ = -1;
+  run_left_s_.reset();
   phase_start_s_ = now_s_();
   last_draw_s_ = phase_start_s_;
 }
 
-void ProgressMeter::update(int64_t done) {
+void ProgressMeter::update(int64_t done, std::optional<double> run_left_s) {
   if (!active_) return;
   done_ = done;
   const double now = now_s_();
+  if (run_left_s) {
+    run_left_s_ = run_left_s;
+    run_left_at_s_ = now;
+  }
   if (rate_from_done_ < 0) {
     rate_from_done_ = done;
     rate_from_s_ = now;
@@ -65,6 +71,7 @@ ProgressState ProgressMeter::state(double now) const {
   s.phase = phase_;
   s.done = done_;
   s.total = total_;
+  if (run_left_s_) s.run_left_s = std::max(0.0, *run_left_s_ - (now - run_left_at_s_));
   if (rate_from_done_ >= 0 && done_ > rate_from_done_ && now > rate_from_s_) {
     s.samples_per_s = static_cast<double>(done_ - rate_from_done_) / (now - rate_from_s_);
   } else if (done_ > begin_done_ && now > phase_start_s_) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -27,7 +28,8 @@ class ProgressMeter final {
   void begin(std::string phase, int64_t done, int64_t total);
   // `done` samples of the phase so far. Cheap when nothing is due: the bar is redrawn at most five times a
   // second, a line printed at most every line_interval_s.
-  void update(int64_t done);
+  // `run_left_s`: the whole run's time left, shown after the phase's when given.
+  void update(int64_t done, std::optional<double> run_left_s = std::nullopt);
   // The phase is over: the bar is cleared (the epoch's line follows).
   void end();
   // Clears the bar before other output, which the next update draws it under.
@@ -48,6 +50,8 @@ class ProgressMeter final {
   int64_t total_ = 0;
   int64_t done_ = 0;
   int64_t begin_done_ = 0;
+  std::optional<double> run_left_s_;  // as last given, at run_left_at_s_ (counted down to each draw)
+  double run_left_at_s_ = 0.0;
   // The rate counts from the first update after begin(), so that a phase's first step (start-up work,
   // FLOP counting) does not weigh on the estimate.
   int64_t rate_from_done_ = -1;

@@ -107,6 +107,9 @@ struct ProgressInfo {
   int64_t samples_done = 0;   // global, this epoch
   int64_t samples_total = 0;  // global dataset size
   MetricValues metrics;       // the training metrics since the previous progress line, over all ranks
+  int64_t step = 0;           // the epoch's steps done (micro-batches with train.accumulate)
+  double samples_per_s = 0.0;  // global training samples per second since the previous line (0: unknown)
+  std::optional<double> run_left_s;  // the estimate of the whole run's time left (runtime/train/run_eta.h)
 };
 
 struct EpochStats {
@@ -136,6 +139,7 @@ struct EpochStats {
   double tflops_achieved = 0.0;   // all ranks: flops_per_sample x train_samples / train_s / 1e12
   std::optional<double> mfu;      // tflops_achieved / (train.peak_tflops x world size), when the peak is known
   std::string checkpoint_path;   // empty if none was written
+  std::optional<double> run_left_s;  // the estimate of the run's time left after this epoch
 };
 
 // What one rank used at one moment (runtime/monitor/resource_poller.h).

@@ -72,6 +72,7 @@ JsonRecord epoch_record(const EpochStats& s) {
   record["net_tx_bytes_per_step"] = s.net_tx_bytes_per_step;
   record["net_rx_bytes_per_step"] = s.net_rx_bytes_per_step;
   record["checkpoint"] = s.checkpoint_path;
+  if (s.run_left_s) record["run_left_s"] = *s.run_left_s;
   add_katib_metrics(record, s);
   return record;
 }
@@ -139,7 +140,7 @@ void RunLogger::run_start(const RunInfo& info) {
       << "network: " << network_text(info.network) << "\n"
       << "data: " << info.data_description << " | " << info.train_samples << " train, " << info.test_samples
       << " test samples | " << info.parameters << " parameters\n"
-      << "run " << run_dir_ << ": events.jsonl, config.yaml"
+      << "run " << run_dir_ << ": events.jsonl, config.yaml" << (options_.tensorboard ? ", tensorboard/" : "")
       << (info.checkpoint_dir.empty() ? ", no checkpoints" : ", checkpoints in " + info.checkpoint_dir) << "\n"
       << "config, where it differs from the defaults (all of it in config.yaml):\n";
   for (const std::string& change : info.config_changes) out_ << "  " << change << "\n";
@@ -177,6 +178,10 @@ void RunLogger::run_start(const RunInfo& info) {
   record["network"] = network;
   record["config"] = info.config_yaml;
   write_event(record);
+  if (options_.tensorboard) {
+    tensorboard_ = std::make_unique<TensorBoardWriter>((std::filesystem::path(run_dir_) / "tensorboard").string(),
+                                                       info.train_samples);
+  }
 }
 
 void RunLogger::info(const std::string& message) {
@@ -191,6 +196,16 @@ void RunLogger::train_progress(const ProgressInfo& progress) {
   if (!is_root_) return;
   std::lock_guard<std::mutex> lock(mutex_);
   meter_->clear();
+  JsonRecord record = event("train_progress");
+  record["epoch"] = progress.epoch;
+  record["step"] = progress.step;
+  record["samples_done"] = progress.samples_done;
+  record["samples_total"] = progress.samples_total;
+  add_metrics(record, "train_", progress.metrics);
+  record["samples_per_s"] = progress.samples_per_s;
+  if (progress.run_left_s) record["run_left_s"] = *progress.run_left_s;
+  write_event(record);
+  if (tensorboard_) tensorboard_->train_progress(progress);
   out_ << (options_.format == LogFormat::kKatib ? katib_progress_line(progress) : pytorch_progress_line(progress))
       << "\n";
   flush_console();
@@ -202,10 +217,10 @@ void RunLogger::begin_progress(const std::string& phase, int64_t done, int64_t t
   meter_->begin(phase, done, total);
 }
 
-void RunLogger::progress(int64_t done) {
+void RunLogger::progress(int64_t done, std::optional<double> run_left_s) {
   if (!is_root_) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  meter_->update(done);
+  meter_->update(done, run_left_s);
 }
 
 void RunLogger::end_progress() {
@@ -222,6 +237,7 @@ void RunLogger::epoch_end(const EpochStats& stats) {
     out_ << "\n" << pytorch_test_line(stats) << "\n\n";
   }
   write_event(epoch_record(stats));  // first: the run log is what comparisons read
+  if (tensorboard_) tensorboard_->epoch_end(stats);
   out_ << epoch_summary_line(stats) << "\n";
   if (options_.format == LogFormat::kKatib) out_ << katib_metrics_line(stats, std::time(nullptr)) << "\n";
   flush_console();
@@ -266,6 +282,7 @@ void RunLogger::samples_written(int64_t epoch, const std::vector<std::string>& p
   record["epoch"] = epoch;
   record["paths"] = paths;
   write_event(record);
+  if (tensorboard_) tensorboard_->images(epoch, paths);
 }
 
 void RunLogger::profile_written(const ProfileRecord& profile) {
@@ -361,6 +378,7 @@ void RunLogger::resource_samples(int rank, const std::vector<ResourceSample>& sa
   }
   std::lock_guard<std::mutex> lock(mutex_);
   events_->append(lines);  // all of them in one write(2), as write_event writes one record
+  if (tensorboard_) tensorboard_->resource_samples(rank, samples);
 }
 
 void RunLogger::warning(const std::string& message) {

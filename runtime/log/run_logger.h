@@ -1,6 +1,7 @@
 // The run's output: console lines on rank 0 (per-epoch metrics in the chosen format, Train Epoch lines,
 // the live progress of log.progress on stderr) and the JSON-lines run log plus the effective config in
-// the run directory (runtime/train/run_directory.h chooses and creates it).
+// the run directory (runtime/train/run_directory.h chooses and creates it), and the same figures as
+// TensorBoard event files there (log.tensorboard).
 // On every other rank each method returns at once, so callers need not check the rank. Every write is
 // checked: a full disk or a closed stdout throws IoError instead of losing the record that cross-platform
 // comparisons rely on. Thread-safe: warnings and errors may come from the heartbeat thread.
@@ -10,6 +11,7 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,7 @@
 #include "runtime/log/json_line.h"
 #include "runtime/log/progress_meter.h"
 #include "runtime/log/run_events.h"
+#include "runtime/log/tensorboard_writer.h"
 #include "runtime/util/activity.h"
 #include "runtime/util/file_io.h"
 
@@ -37,7 +40,8 @@ class RunLogger final {
   // The live progress of one phase (see ProgressMeter): `total` global samples, `done` of them before it
   // began; then how many are done; then its end, before the epoch's lines.
   void begin_progress(const std::string& phase, int64_t done, int64_t total);
-  void progress(int64_t done);
+  // `run_left_s`: the estimate of the whole run's time left, when there is one.
+  void progress(int64_t done, std::optional<double> run_left_s = std::nullopt);
   void end_progress();
   void epoch_end(const EpochStats& stats);
   // A resumed run whose checkpoint already reached train.epochs: its last epoch's metrics, printed as an
@@ -78,6 +82,7 @@ class RunLogger final {
   std::unique_ptr<AppendFile> events_;
   std::ostream& out_;
   std::unique_ptr<ProgressMeter> meter_;  // rank 0
+  std::unique_ptr<TensorBoardWriter> tensorboard_;  // rank 0 with log.tensorboard, from run_start
 };
 
 }  // namespace dtrain

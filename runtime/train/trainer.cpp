@@ -55,6 +55,8 @@ struct Trainer::EpochRun {
   int64_t samples_seen = 0;  // this rank's, in steps taken
   int64_t group_samples = 0;
   int64_t interval_first_step = 1;
+  Stopwatch interval_watch;            // since the samples of the last progress line
+  int64_t interval_begin_samples = 0;  // global samples of the epoch done then
   double current_lr = -1.0;
 };
 
@@ -189,6 +191,17 @@ TrainResult Trainer::run(RunInfo info) {
   for (TrainedModule& m : state_.modules()) {
     if (m.optimizer) m.reducer = make_reducer_(m.module->parameters(), m.module->buffers(), comm_);
   }
+  {
+    const DistributedSampler sampler(data_.train->size(), comm_.rank(), comm_.world_size(), static_cast<uint64_t>(seed_));
+    const int64_t batch = config_.train.batch_size;
+    RunPlan plan;
+    plan.last_epoch = config_.train.epochs;
+    plan.steps_per_epoch = (sampler.samples_per_rank() + batch - 1) / batch;
+    if (config_.train.max_steps > 0) plan.steps_per_epoch = std::min(plan.steps_per_epoch, config_.train.max_steps);
+    plan.eval_samples = eval_samples();
+    plan.global_batch = batch * comm_.world_size();
+    eta_.emplace(plan);
+  }
   start_run(info);
   TrainResult result;
   if (restored_ && first_epoch_ > config_.train.epochs) result.summary.final_test = report_finished_run();
@@ -259,6 +272,7 @@ EpochStats Trainer::run_epoch(int64_t epoch) {
   for (RunObserver* o : observers_) o->training_begins(epoch);
   const MetricSums train = train_epoch(epoch, stats);
   stats.train_s = phase.elapsed_s();
+  eta_->training_ended();
   for (RunObserver* o : observers_) o->training_ended(epoch);
   phase.reset();
   set_phase(Phase::kEvaluating, epoch);
@@ -301,6 +315,8 @@ EpochStats Trainer::run_epoch(int64_t epoch) {
     stats.checkpoint_path = save_checkpoint(meta);
   }
   stats.epoch_s = epoch_watch.elapsed_s();
+  eta_->epoch_ended();
+  stats.run_left_s = eta_->left_s();
   logger_.epoch_end(stats);
   for (RunObserver* o : observers_) o->epoch_ended(stats);
   return stats;
@@ -330,6 +346,9 @@ MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
   run.global_per_step = opt.batch_size * comm_.world_size();
   run.epoch_total = std::min(train.size(), run.steps * run.global_per_step);
   run.interval_first_step = run.first_step + 1;
+  run.interval_begin_samples = std::min(run.epoch_total, run.first_step * run.global_per_step);
+  run.interval_watch.reset();
+  eta_->training_begins(epoch, run.first_step, run.steps);
   logger_.begin_progress("epoch " + std::to_string(epoch) + "/" + std::to_string(opt.epochs),
                          std::min(run.epoch_total, run.first_step * run.global_per_step), run.epoch_total);
 
@@ -351,7 +370,8 @@ MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
     DTRAIN_CHECK(stream->next(batch), Error, "the training data ended before step " << step + 1 << " of " << run.steps);
     batch.inputs = model_layout(batch.inputs);
     train_step(run, step, batch, stats);
-    logger_.progress(std::min(run.epoch_total, (step + 1) * run.global_per_step));
+    eta_->step_done(step + 1);
+    logger_.progress(std::min(run.epoch_total, (step + 1) * run.global_per_step), eta_->left_s());
   }
   logger_.end_progress();
   if (device_.is_cuda()) check_device_flag(epoch);
@@ -416,11 +436,19 @@ void Trainer::log_progress(EpochRun& run, int64_t step) {
     progress.samples_total = data_.train->size();
     progress.samples_done = std::min(data_.train->size(), (step + 1) * run.global_per_step);
     progress.metrics = values;
+    progress.step = step + 1;
+    const double interval_s = run.interval_watch.elapsed_s();
+    if (interval_s > 0) {
+      progress.samples_per_s = static_cast<double>(progress.samples_done - run.interval_begin_samples) / interval_s;
+    }
+    progress.run_left_s = eta_->left_s();
     logger_.train_progress(progress);
     schedule_.mark_progress(run.epoch, progress.samples_done);
   }
   run.interval_sums.zero();
   run.interval_first_step = step + 2;
+  run.interval_begin_samples = std::min(data_.train->size(), (step + 1) * run.global_per_step);
+  run.interval_watch.reset();
 }
 
 void Trainer::check_device_flag(int64_t epoch) const {
@@ -459,7 +487,7 @@ MetricSums Trainer::evaluate(int64_t epoch) {
     batch.inputs = model_layout(batch.inputs);
     step_->evaluate(batch, state_, sums);
     evaluated += batch.size;
-    if (shard_size > 0) logger_.progress(total * evaluated / shard_size);
+    if (shard_size > 0) logger_.progress(total * evaluated / shard_size, eta_ ? eta_->left_s() : std::nullopt);
   }
   logger_.end_progress();
   return sums;

@@ -23,6 +23,7 @@
 #include "runtime/train/checkpoint_saver.h"
 #include "runtime/train/checkpoint_schedule.h"
 #include "runtime/train/metrics.h"
+#include "runtime/train/run_eta.h"
 #include "runtime/train/train_state.h"
 #include "runtime/train/train_step.h"
 #include "runtime/train/workload.h"
@@ -141,6 +142,7 @@ class Trainer final {
   int64_t global_batch_ = 0;
   std::string batch_note_;  // how the global batch is split, when train.elastic_batch holds it
   int64_t run_step_ = 0;    // training steps of this run so far, across epochs
+  std::optional<RunEta> eta_;  // from run(): the whole run's time left
 };
 
 }  // namespace dtrain

@@ -98,7 +98,11 @@ def main():
         fail("run log records that do not match the schema:\n  " + "\n  ".join(problems[:10]))
     events = [json.loads(line) for line in open(runs[0])]
     samples = [e for e in events if e["event"] == "sample"]
-    events = [e for e in events if e["event"] != "sample"]
+    logged = [e for e in events if e["event"] == "train_progress"]
+    events = [e for e in events if e["event"] not in ("sample", "train_progress")]
+    # One train_progress record per Train Epoch line, with the line's figures.
+    if [(str(r["epoch"]), str(r["samples_done"])) for r in logged] != [(p["epoch"], p["samples_done"]) for p in progress]:
+        fail(f"{len(logged)} train_progress records for {len(progress)} Train Epoch lines, or other positions")
     kinds = [e["event"] for e in events]
     if kinds != ["run_start"] + ["epoch_end"] * epochs + ["run_end"]:
         fail(f"unexpected event sequence {kinds}")

@@ -241,10 +241,21 @@ TEST_CASE("the RunLogger writes every record kind of the run log", "[log][contra
     gpu.gpu_power_w = 650.0;
     gpu.gpu_sm_clock_mhz = 1980.0;
     logger.resource_samples(1, {cpu, gpu});
+    ProgressInfo progress{2, 1280, 60000, classifier_epoch().train, 10, 1534.5, 95.0};
+    logger.train_progress(progress);
     logger.profile_written(ProfileRecord{0, 11, 12, false, false, 1234, run_dir + "/profile-rank0.trace.json",
                                          run_dir + "/profile-rank0-ops.csv"});
     logger.epoch_end(classifier_epoch());
     logger.epoch_end(gan_epoch());
+    // A real PNG (1x1, RGB) where a GAN's sample grid would be: TensorBoard gets it as an image.
+    static const unsigned char kPng[] = {
+        0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52, 0x00, 0x00,
+        0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x02, 0x00, 0x00, 0x00, 0x90, 0x77, 0x53, 0xde, 0x00, 0x00, 0x00,
+        0x0c, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xf8, 0xcf, 0xc0, 0x00, 0x00, 0x03, 0x01, 0x01, 0x00, 0xc9,
+        0xfe, 0x92, 0xef, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82};
+    std::filesystem::create_directories(std::filesystem::path(run_dir) / "samples");
+    std::ofstream(run_dir + "/samples/epoch-000002.png", std::ios::binary)
+        .write(reinterpret_cast<const char*>(kPng), sizeof kPng);
     logger.samples_written(2, {run_dir + "/samples/epoch-000002.png"});
     logger.finished_run(classifier_epoch());
     logger.warning("rank 1 (node-1) sent no heartbeat for 30.0 s; it was training, epoch 2, step 17");
@@ -258,7 +269,7 @@ TEST_CASE("the RunLogger writes every record kind of the run log", "[log][contra
   std::ifstream in(std::filesystem::path(run_dir) / "events.jsonl");
   std::multiset<std::string> kinds;
   for (std::string line; std::getline(in, line);) kinds.insert(JsonRecord::parse(line).at("event").get<std::string>());
-  CHECK(kinds == std::multiset<std::string>{"run_start", "checkpoint", "resume", "sample", "sample", "profile",
+  CHECK(kinds == std::multiset<std::string>{"run_start", "checkpoint", "resume", "sample", "sample", "train_progress", "profile",
                                             "epoch_end", "epoch_end", "samples", "finished_run", "warning",
                                             "run_end", "error"});
 }

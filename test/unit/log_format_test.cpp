@@ -75,21 +75,26 @@ TEST_CASE("no console line contains the substring 'real'", "[log]") {
   ProgressInfo p{1, 1280, 60000, MetricValues({{"loss", 0.5, 640, 1280}})};
   for (const std::string& line : {katib_metrics_line(s, 0), katib_progress_line(p), pytorch_progress_line(p),
                                   pytorch_test_line(s), epoch_summary_line(s),
-                                  progress_bar_text(ProgressState{"evaluation 2/10", 5, 10, 3.5}, 20),
-                                  progress_line_text(ProgressState{"epoch 2/10", 5, 10, 3.5}),
+                                  progress_bar_text(ProgressState{"evaluation 2/10", 5, 10, 3.5, std::nullopt}, 20),
+                                  progress_line_text(ProgressState{"epoch 2/10", 5, 10, 3.5, std::nullopt}),
                                   run_summary_line(RunSummary{2, 12.5, s.test, {1 << 30}})}) {
     CHECK(line.find("real") == std::string::npos);
   }
 }
 
 TEST_CASE("the progress bar and line show how far, how fast and how long is left", "[log][progress]") {
-  const ProgressState state{"epoch 2/10", 36000, 60000, 1534.4};
+  const ProgressState state{"epoch 2/10", 36000, 60000, 1534.4, std::nullopt};
   CHECK(progress_bar_text(state, 20) == "epoch 2/10 [############........]  60% 36000/60000 | 1534 samples/s | 0:16 left");
   CHECK(progress_line_text(state) == "progress: epoch 2/10 60% (36000/60000 samples) | 1534 samples/s | 0:16 left");
   // Before the first rate there is no estimate; past the end the bar stays full.
-  CHECK(progress_line_text(ProgressState{"evaluation 1/1", 0, 10000, 0}) ==
+  CHECK(progress_line_text(ProgressState{"evaluation 1/1", 0, 10000, 0, std::nullopt}) ==
         "progress: evaluation 1/1 0% (0/10000 samples) | -- samples/s | --:-- left");
-  CHECK(progress_bar_text(ProgressState{"epoch 1/1", 12, 10, 5}, 4) == "epoch 1/1 [####] 100% 12/10 | 5 samples/s | 0:00 left");
+  CHECK(progress_bar_text(ProgressState{"epoch 1/1", 12, 10, 5, std::nullopt}, 4) == "epoch 1/1 [####] 100% 12/10 | 5 samples/s | 0:00 left");
+  // With the whole run's estimate (runtime/train/run_eta.h) after the phase's.
+  CHECK(progress_line_text(ProgressState{"epoch 2/10", 36000, 60000, 1534.4, 580.0}) ==
+        "progress: epoch 2/10 60% (36000/60000 samples) | 1534 samples/s | 0:16 left | run 9:40 left");
+  CHECK(progress_bar_text(ProgressState{"evaluation 1/1", 0, 10000, 0, 3725.0}, 4) ==
+        "evaluation 1/1 [....]   0% 0/10000 | -- samples/s | --:-- left | run 1:02:05 left");
   CHECK(format_duration(59.4) == "0:59");
   CHECK(format_duration(3725) == "1:02:05");
   CHECK(format_duration(-1) == "--:--");
@@ -99,8 +104,8 @@ TEST_CASE("progress output never looks like a Katib metric or bash time", "[log]
   // Katib's StdOut collector takes "name=number" anywhere in a line for a metric; analysis tools take a
   // line with "real" for bash time's.
   const std::regex katib_filter(R"(([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?))");
-  for (const ProgressState& state : {ProgressState{"epoch 12/100", 0, 60000, 0}, ProgressState{"epoch 1/1", 60000, 60000, 1e6},
-                                     ProgressState{"evaluation 3/3", 4500, 10000, 3.25}}) {
+  for (const ProgressState& state : {ProgressState{"epoch 12/100", 0, 60000, 0, std::nullopt}, ProgressState{"epoch 1/1", 60000, 60000, 1e6, std::nullopt},
+                                     ProgressState{"evaluation 3/3", 4500, 10000, 3.25, std::nullopt}}) {
     for (const std::string& text : {progress_bar_text(state, 30), progress_line_text(state)}) {
       CHECK_FALSE(std::regex_search(text, katib_filter));
       CHECK(text.find('=') == std::string::npos);

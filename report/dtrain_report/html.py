@@ -23,6 +23,25 @@ def fmt(value):
     return str(value)
 
 
+def fmt_bytes(value):
+    """1.5 GiB, 707 MiB: byte counts as a reader takes them in (the CSV keeps the exact numbers)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value):
+        return value
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(value) >= size:
+            return f"{value / size:.3g} {unit}"
+    return f"{value:.0f} B"
+
+
+def table_html(df):
+    """A table that scrolls sideways inside the page when it is wider than it."""
+    view = df.copy()
+    for column in view.columns:
+        if column.endswith("_bytes") or column.endswith("_bytes_per_step"):
+            view[column] = view[column].map(fmt_bytes)
+    return ("<div class='wide'>" + view.to_html(index=False, na_rep="", float_format=fmt, escape=True) + "</div>")
+
+
 def write_index(out_dir, studies, tables, figures, skipped, warnings):
     runs = tables["runs"]
     columns = [c for c in SUMMARY_COLUMNS if c in runs]
@@ -30,30 +49,33 @@ def write_index(out_dir, studies, tables, figures, skipped, warnings):
              "body{font-family:sans-serif;margin:2em;max-width:1400px}table{border-collapse:collapse;font-size:12px}",
              "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#eee}",
              "td:first-child{text-align:left}img{max-width:100%;border:1px solid #ddd;margin:4px 0}",
+             ".wide{overflow-x:auto}.plots{display:grid;grid-template-columns:repeat(auto-fill,minmax(600px,1fr));"
+             "gap:8px}.plots p{margin:0}",
              "</style></head><body>",
              f"<h1>dtrain report</h1><p>Studies: {html.escape(', '.join(studies))}; {len(runs)} run(s). Tables: ",
              ", ".join(f"<a href='{n}.csv'>{n}.csv</a>" for n in ("runs", "scaling", "model", "epochs", "samples", "ops")),
              "</p><h2>Runs</h2>"]
     if len(runs):
-        parts.append(runs[columns].to_html(index=False, na_rep="", float_format=fmt, escape=True))
+        parts.append(table_html(runs[columns]))
     scaling = tables.get("scaling")
     if scaling is not None and len(scaling) and scaling["nodes"].nunique() > 1:
         parts.append("<h2>Weak scaling: time per step and efficiency</h2><p>Efficiency is the time per step at "
                      "base_nodes over the time at each size (1.0: the same time at any size), with its spread "
                      "over the repetitions.</p>")
-        parts.append(scaling.to_html(index=False, na_rep="", float_format=fmt, escape=True))
+        parts.append(table_html(scaling))
     model = tables.get("model")
     if model is not None and len(model):
         parts.append("<h2>Scaling model: measured / predicted time per step</h2><p>Predicted from each platform's "
                      "smallest run and its allreduce sweep (docs/studies.md); measured_over_predicted above 1 is "
                      "time the platform adds beyond what its network explains.</p>")
-        parts.append(model[[c for c in MODEL_SUMMARY if c in model]].to_html(
-            index=False, na_rep="", float_format=fmt, escape=True))
+        parts.append(table_html(model[[c for c in MODEL_SUMMARY if c in model]]))
     for title, paths in figures:
-        parts.append(f"<h2>{html.escape(title)}</h2>")
+        # Several plots of one kind (a run's resources each) side by side where the window has room.
+        parts.append(f"<h2>{html.escape(title)}</h2>" + ("<div class='plots'>" if len(paths) > 1 else "<div>"))
         for p in paths:
             rel = p.relative_to(out_dir).as_posix()
             parts.append(f"<p><a href='{rel}'><img src='{rel}' alt='{html.escape(rel)}'></a></p>")
+        parts.append("</div>")
     if skipped:
         parts.append("<h2>Plots without data</h2><ul>")
         parts += [f"<li>{html.escape(t)}: {html.escape(why)}</li>" for t, why in skipped]

@@ -115,8 +115,13 @@ def epoch_curves(epochs, out_dir):
               if c in epochs and pd.to_numeric(epochs[c], errors="coerce").notna().any()][:4]
     if not panels:
         raise Skip("no run recorded a metric per epoch")
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.5), squeeze=False)
-    for ax, (column, title) in zip(axes[0], panels):
+    # Two panels a row: four in one row shrink each to a thumbnail on a page.
+    columns = min(2, len(panels))
+    rows = (len(panels) + columns - 1) // columns
+    fig, axes = plt.subplots(rows, columns, figsize=(6 * columns, 4.5 * rows), squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    for ax, (column, title) in zip(axes.flat, panels):
         for values, group in groups(epochs, keys):
             g = group[group[column].notna()]
             if g.empty:
@@ -130,7 +135,7 @@ def epoch_curves(epochs, out_dir):
         ax.grid(alpha=0.3)
         ax.xaxis.get_major_locator().set_params(integer=True)
         if ax.has_data():
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=8)
     return [save(fig, out_dir, "epochs.png")]
 
 

@@ -8,7 +8,8 @@
   runlogger    the run log with every record kind that the real RunLogger writes (GPU samples among them),
                from the unit test that writes it.
 Every value in the report's CSVs is checked against the run logs and consoles it came from, every run log
-against the run-log schema, and every field the report reads against the fields the schema declares.
+against the run-log schema, and every field the report reads against the fields the schema declares; the
+report page is opened in headless Chromium, which must show every plot (screenshot: DTRAIN_SCREENSHOT_DIR).
 Usage: report_test.py REPORT_COMMAND DTRAIN MPIEXEC UNIT_TEST_BINARY [MPIEXEC_FLAGS]"""
 
 import csv
@@ -28,6 +29,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "report"))
 from dtrain_report import formats  # noqa: E402
 from dtrain_report.tables import READS  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "test" / "support"))
+from browser import browser, images, screenshot  # noqa: E402
 
 # bash's `time` output, read here independently of the report.
 REAL = re.compile(r"^real\s+(\d+)m([0-9.]+)s$")
@@ -283,6 +287,25 @@ def main():
             with Image.open(out / p) as image:
                 check(image.format == "PNG" and image.size[0] > 300 and image.size[1] > 200, f"{p}: {image.size}")
             check(p in index, f"index.html does not show {p}")
+
+        # The page as a user's browser shows it: every plot loaded and drawn at a readable size, the run
+        # table there, and a page that is not blank. The screenshot stays for a person to look at.
+        shots = Path(os.environ.get("DTRAIN_SCREENSHOT_DIR", root))
+        shots.mkdir(parents=True, exist_ok=True)
+        with browser() as driver:
+            driver.get((out / "index.html").as_uri())
+            shown = {i["src"]: i for i in images(driver)}
+            for p in pngs:
+                img = shown.get(p)
+                check(img is not None and img["loaded"] and img["shown"][0] >= 400 and img["shown"][1] >= 200,
+                      f"index.html in Chromium: plot {p}: {img}")
+            check(sorted(shown) == pngs, f"index.html in Chromium shows images {sorted(shown)}, expected {pngs}")
+            text = driver.execute_script("return document.body.innerText")
+            check("plain/n2-rep1/" in text and "final_test_accuracy" in text, "index.html in Chromium: the run table")
+            drawn = screenshot(driver, str(shots / "report-index.png"))
+            check(drawn > 0.1, f"index.html in Chromium: only {drawn:.1%} of the page differs from its background")
+            print(f"report_test: index.html in Chromium: {len(shown)} plots loaded, {drawn:.0%} of the page drawn, "
+                  f"screenshot {shots / 'report-index.png'}")
 
         # No runs at all: a clear error, exit 3; a study that does not exist: exit 2.
         empty = root / "empty"

@@ -6,7 +6,9 @@ A run is, in this order of preference (docs/studies.md):
 2. a dtrain run directory (events.jsonl) outside such a directory; the launcher's output that names it
    (dtrain's console line `run <dir>: events.jsonl, ...`) adds bash time's `real`;
 3. a text file outside both with Katib metric lines or bash time's `real` line (the output of runs made
-   before dtrain wrote run logs, or of other tools): one row, from those lines and dtrain's first line.
+   before dtrain wrote run logs, or of other tools): one row, from those lines and dtrain's first line;
+4. a dtrain TensorBoard directory (tensorboard/ with event files) outside all of these, a run whose run
+   log the study did not keep: its epochs and resource samples (tensorboard.py).
 The console lines are read with the patterns of dtrain's console_lines.json (formats.py).
 """
 
@@ -20,6 +22,7 @@ from pathlib import Path
 
 import yaml
 
+from . import tensorboard
 from .formats import console_line
 
 # bash's `time` ("real\t1m2.345s") and POSIX `time -p` ("real 62.34"): not dtrain's, so not in its formats.
@@ -51,6 +54,7 @@ class Run:
     profiles: list = field(default_factory=list)  # `profile` records, with "table_rows" read from the CSV
     errors: list = field(default_factory=list)  # `error` records
     warnings: list = field(default_factory=list)  # what could not be read
+    tensorboard: bool = False  # read from a TensorBoard directory alone
 
     @property
     def run_id(self):
@@ -293,4 +297,15 @@ def discover(study_dir):
         run = Run(study=study, path=t, rel=rel(t))
         read_launcher_log(t, run)
         runs.append(run)
+
+    # 4. TensorBoard directories alone (a run's tensorboard/, whose rank<r>/ runs belong to it).
+    event_dirs = sorted({p.parent for p in study_dir.rglob(tensorboard.EVENT_FILE + "*")})
+    for d in event_dirs:
+        if inside_claimed(d) or (tensorboard.RANK_DIR.match(d.name) and d.parent in event_dirs):
+            continue
+        where = d.parent if d.name == "tensorboard" and d.parent != study_dir else d
+        run = Run(study=study, path=d, rel=rel(where))
+        tensorboard.read_run(d, run)
+        runs.append(run)
+        claimed.add(d.resolve())
     return sorted(runs, key=lambda r: r.rel)

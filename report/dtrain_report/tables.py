@@ -162,7 +162,7 @@ def computed_columns(run):
     row["peak_gpu_mem_used_bytes"] = peak("gpu_mem_used_bytes")
     row["peak_gpu_mem_bw_util_percent"] = peak("gpu_mem_bw_util_percent")
     row["peak_gpu_power_w"] = peak("gpu_power_w")
-    row["source"] = "run log" if run.run_start or run.epochs else "launcher output"
+    row["source"] = "tensorboard" if run.tensorboard else ("run log" if run.run_start or run.epochs else "launcher output")
     row["path"] = str(run.path)
     return row
 

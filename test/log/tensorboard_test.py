@@ -6,14 +6,18 @@
      missing from the run log, and none of the run log's is missing from it.
   2. biggan's sample grids: TensorBoard's images are the PNG files the run wrote, byte for byte; with
      --tensorboard=false a run writes no tensorboard/.
-  3. TensorBoard serving the 2-rank run's directory in headless Chromium: its Time Series dashboard lists
+  3. dtrain-report on a study that kept only that run's tensorboard/: its epochs and resource samples in
+     the report's CSVs equal the run log's.
+  4. TensorBoard serving the 2-rank run's directory in headless Chromium: its Time Series dashboard lists
      the main run and one run per rank, and each group of dtrain's tags with its number of charts.
      Screenshot: DTRAIN_SCREENSHOT_DIR (default: the temporary directory).
 Runs under the Python of scripts/install_tensorboard.sh's environment, installing it when it is missing.
 Usage: tensorboard_test.py DTRAIN MPIEXEC [MPIEXEC_FLAGS]"""
 
+import csv
 import json
 import os
+import shutil
 import re
 import socket
 import subprocess
@@ -167,6 +171,45 @@ def check_gan(dtrain, mpiexec, flags, root):
     print(f"tensorboard_test: biggan: {len(got)} sample grids in TensorBoard, equal to the PNG files: {got == expected}")
 
 
+def check_report(run_dir, root):
+    """A study of the run's tensorboard/ alone, as a bucket of TensorBoard logs holds it."""
+    study = root / "tb-study"
+    shutil.copytree(run_dir / "tensorboard", study / "n2-rep1" / "tensorboard")
+    out = root / "tb-report"
+    env = dict(os.environ, DTRAIN_REPORT_PYTHON=sys.executable)
+    proc = subprocess.run([str(ROOT / "report" / "dtrain-report"), str(study), "--out", str(out)], env=env,
+                          capture_output=True, text=True)
+    if not check(proc.returncode == 0, f"dtrain-report on TensorBoard files: exit {proc.returncode}: {proc.stderr}"):
+        return
+    read = lambda name: list(csv.DictReader(open(out / name, newline="")))  # noqa: E731
+    runs = read("runs.csv")
+    check([(r["run"], r["source"], r["nodes"], r["repetition"]) for r in runs] == [("tb-study/n2-rep1", "tensorboard", "2", "1")],
+          f"runs.csv of a TensorBoard study: {[(r['run'], r['source'], r['nodes'], r['repetition']) for r in runs]}")
+    log = records(run_dir)
+    compared = 0
+    epochs = {int(r["epoch"]): r for r in read("epochs.csv")}
+    ends = [r for r in log if r["event"] == "epoch_end"]
+    check(sorted(epochs) == [r["epoch"] for r in ends], f"epochs.csv epochs {sorted(epochs)}")
+    for end in ends:
+        row = epochs.get(end["epoch"], {})
+        for key in ["train_loss", "test_accuracy", "test_loss", "epoch_s", "train_s", "samples_per_s", "tflops_achieved",
+                    "comm_s", "exposed_comm_s"]:
+            compared += 1
+            check(key in row and float(row[key]) == float(np.float32(end[key])),
+                  f"epochs.csv epoch {end['epoch']} {key}: {row.get(key)}, the run log's {end[key]}")
+    samples = {(int(r["rank"]), int(r["unix_time_ms"])): r for r in read("samples.csv")}
+    logged = [r for r in log if r["event"] == "sample"]
+    check(len(samples) == len(logged), f"samples.csv has {len(samples)} samples, the run log {len(logged)}")
+    for r in logged:
+        row = samples.get((r["rank"], r["unix_time_ms"]), {})
+        for key in ["cpu_percent", "rss_bytes"]:
+            compared += 1
+            check(key in row and float(row[key]) == float(np.float32(r[key])),
+                  f"samples.csv rank {r['rank']} at {r['unix_time_ms']}: {key} {row.get(key)}, the run log's {r[key]}")
+    print(f"tensorboard_test: dtrain-report on the TensorBoard files alone: {len(epochs)} epochs, {len(samples)} "
+          f"samples, {compared} values compared with the run log")
+
+
 def check_off(dtrain, mpiexec, flags, root):
     """--tensorboard=false: no tensorboard/ and no mention of it."""
     logs = root / "off"
@@ -267,6 +310,7 @@ def main():
         if failures:
             return
         check_run(logs / "mnist", 2)
+        check_report(logs / "mnist", root)
         check_gan(dtrain, mpiexec, flags, root)
         check_off(dtrain, mpiexec, flags, root)
         check_dashboard(logs / "mnist", 2, shots)

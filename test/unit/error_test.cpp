@@ -24,7 +24,7 @@ TEST_CASE("errors carry their origin as data and print it as a prefix", "[error]
 
 TEST_CASE("call and precondition checks throw with the origin they are given", "[error]") {
   try {
-    detail::throw_call_error(ErrorOrigin{1, 2, {}}, "MPI_Bcast(...)", "MPI_ERR_TRUNCATE", "src/comm/x.cpp", 42);
+    dtrain::detail::throw_call_error(ErrorOrigin{1, 2, {}}, "MPI_Bcast(...)", "MPI_ERR_TRUNCATE", "src/comm/x.cpp", 42);
     FAIL("no exception");
   } catch (const CommError& e) {
     CHECK(std::string(e.what()) == "[rank 1/2] MPI_Bcast(...) failed (MPI_ERR_TRUNCATE), x.cpp:42");

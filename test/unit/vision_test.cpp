@@ -58,7 +58,7 @@ void write_jpeg(const std::string& path, int64_t h, int64_t w, const std::vector
   tjDestroy(handle);
 }
 
-std::string error_of(const std::function<void()>& body) {
+std::string what_of(const std::function<void()>& body) {
   try {
     body();
   } catch (const std::exception& e) {
@@ -135,16 +135,16 @@ TEST_CASE("CIFAR-10 binary files are read bit-exactly, and malformed ones are na
   CHECK_FALSE(data.test.random_flip);
 
   std::ofstream(root / "test_batch.bin", std::ios::binary | std::ios::app) << "x";
-  CHECK_THAT(error_of([&] { read_cifar10(root.string()); }),
+  CHECK_THAT(what_of([&] { read_cifar10(root.string()); }),
              Contains("test_batch.bin' holds 12293 bytes, not a whole number of 3073-byte records"));
   write("test_batch.bin", 1, 0);
   {
     std::fstream f(root / "test_batch.bin", std::ios::binary | std::ios::in | std::ios::out);
     f.put(static_cast<char>(10));
   }
-  CHECK_THAT(error_of([&] { read_cifar10(root.string()); }), Contains("record 0 has label 10; expected classes 0..9"));
+  CHECK_THAT(what_of([&] { read_cifar10(root.string()); }), Contains("record 0 has label 10; expected classes 0..9"));
   fs::remove(root / "data_batch_3.bin");
-  CHECK_THAT(error_of([&] { read_cifar10(root.string()); }),
+  CHECK_THAT(what_of([&] { read_cifar10(root.string()); }),
              Contains("CIFAR-10 binary files missing in '" + root.string() + "': data_batch_3.bin"));
 }
 
@@ -172,10 +172,10 @@ TEST_CASE("PNG decodes exactly, JPEG within its loss, grey becomes RGB, other fi
   CHECK(rgb.pixels == std::vector<uint8_t>{0, 0, 0, 100, 100, 100, 200, 200, 200, 255, 255, 255});
 
   std::ofstream(dir.file("c.jpg")) << "not an image";
-  CHECK_THAT(error_of([&] { decode_image_file(dir.file("c.jpg")); }),
+  CHECK_THAT(what_of([&] { decode_image_file(dir.file("c.jpg")); }),
              Contains("c.jpg' is neither a JPEG nor a PNG image"));
   std::ofstream(dir.file("d.jpg"), std::ios::binary) << std::string("\xFF\xD8\xFF\xE0garbage", 11);
-  CHECK_THAT(error_of([&] { decode_image_file(dir.file("d.jpg")); }), Contains("JPEG image '" + dir.file("d.jpg") + "'"));
+  CHECK_THAT(what_of([&] { decode_image_file(dir.file("d.jpg")); }), Contains("JPEG image '" + dir.file("d.jpg") + "'"));
 }
 
 TEST_CASE("the fused crop-resize transform is exact at scale 1 and mirrors when flipped", "[vision][data]") {
@@ -231,11 +231,11 @@ TEST_CASE("image folders and tiny-imagenet-200 are scanned as published, with er
   CHECK(differs);
 
   fs::create_directories(root / "one" / "only");
-  CHECK_THAT(error_of([&] { scan_image_folder((root / "one").string(), 0.1, 1); }),
+  CHECK_THAT(what_of([&] { scan_image_folder((root / "one").string(), 0.1, 1); }),
              Contains("has 1 class folder(s); a classifier needs at least two"));
   fs::create_directories(root / "one" / "empty");
   write_png((root / "one" / "only" / "x.png").string(), 4, 4, pattern(4, 4, 1));
-  CHECK_THAT(error_of([&] { scan_image_folder((root / "one").string(), 0.1, 1); }),
+  CHECK_THAT(what_of([&] { scan_image_folder((root / "one").string(), 0.1, 1); }),
              Contains("class folder '" + (root / "one" / "empty").string() + "' of the train split holds no .jpg"));
 
   const fs::path tiny = root / "tiny-imagenet-200";
@@ -259,7 +259,7 @@ TEST_CASE("image folders and tiny-imagenet-200 are scanned as published, with er
   REQUIRE(t.test.size() == 2);
   CHECK(t.test[1].label == 1);
   std::ofstream(tiny / "val" / "val_annotations.txt", std::ios::app) << "val_x.JPEG\tn99\t0\t0\t8\t8\n";
-  CHECK_THAT(error_of([&] { scan_tiny_imagenet(tiny.string()); }),
+  CHECK_THAT(what_of([&] { scan_tiny_imagenet(tiny.string()); }),
              Contains("val_annotations.txt' line 3 names class 'n99', which wnids.txt does not list"));
 }
 
@@ -306,7 +306,7 @@ TEST_CASE("image batches are the same whatever the worker count, and augmentatio
   CHECK(at::equal(read_all(1, 5, std::nullopt, order).first, read_all(3, 2, std::nullopt, order).first));
 
   std::ofstream(samples[4].path) << "broken";
-  CHECK_THAT(error_of([&] { read_all(2, 4, 42, order); }), Contains("img4.jpg' is neither a JPEG nor a PNG image"));
+  CHECK_THAT(what_of([&] { read_all(2, 4, 42, order); }), Contains("img4.jpg' is neither a JPEG nor a PNG image"));
 }
 
 TEST_CASE("in-memory images: random crops and flips are drawn per sample, the same in any batch", "[vision][data]") {

@@ -24,7 +24,6 @@ namespace fs = std::filesystem;
 namespace dtrain {
 namespace {
 
-constexpr const char* kCifar10Dir = "data/cifar-10-batches-bin";
 constexpr const char* kGenerator = "generator";
 constexpr const char* kDiscriminator = "discriminator";
 constexpr const char* kAverage = "generator_ema";

@@ -17,7 +17,6 @@ namespace {
 
 // Where scripts/fetch_data.sh puts each dataset (relative to the working directory) when data.dir is
 // not set.
-constexpr const char* kCifar10Dir = "data/cifar-10-batches-bin";
 constexpr const char* kTinyImagenetDir = "data/tiny-imagenet-200";
 
 enum class DataKind { kCifar10, kTinyImagenet, kImageFolder };

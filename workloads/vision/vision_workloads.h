@@ -22,6 +22,9 @@ std::unique_ptr<Workload> make_image_classifier_workload();
 // Adds cifar10, resnet18, resnet50, alexnet and image-classifier.
 void register_vision_workloads(WorkloadRegistry& registry);
 
+// Where scripts/fetch_data.sh puts CIFAR-10's binary files (cifar10 and biggan read them).
+inline constexpr const char* kCifar10Dir = "data/cifar-10-batches-bin";
+
 // data.dir when set; else `fallback` (where scripts/fetch_data.sh puts the dataset) if it exists; else
 // DataError telling the user of the `workload` to run `scripts/fetch_data.sh fetch_name`, pass --data-dir
 // or use --synthetic.

@@ -117,9 +117,10 @@ build() {
 run_tests() {
   nvidia-smi 2>&1 | tee "$results/nvidia-smi.txt" || true
   # Everything but the deploy files' tests (Slurm, buildah: not on these hosts), the peer benchmark
-  # (Debian's PyTorch) and README's commands (a fresh Debian machine's); the [gpu] cases run for real. ctest's log keeps each test's output.
-  # The report's tests need pandas, matplotlib, PyYAML and PIL beside the CUDA torch.
-  local exclude='deploy|peer|docs'
+  # (Debian's PyTorch), README's commands (a fresh Debian machine's) and the tests that open pages in
+  # Debian's Chromium (and install PyPI's tensorboard); the [gpu] cases run for real. ctest's log keeps
+  # each test's output. The report's tests need pandas, matplotlib, PyYAML and PIL beside the CUDA torch.
+  local exclude='deploy|peer|docs|browser'
   if "$python" -c 'import pandas, matplotlib, yaml, PIL' 2>/dev/null; then
     export DTRAIN_REPORT_PYTHON=$(command -v "$python")
   else

@@ -1,18 +1,15 @@
 #include "runtime/log/progress_meter.h"
 
 #include <algorithm>
-#include <chrono>
 #include <utility>
+
+#include "runtime/util/timer.h"
 
 namespace dtrain {
 namespace {
 
 constexpr double kBarRedrawS = 0.2;  // five redraws a second: smooth, and cheap next to a small model's step
 constexpr int kBarWidth = 24;
-
-double steady_now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 }  // namespace
 

@@ -4,12 +4,9 @@
 
 #include <boost/crc.hpp>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <iterator>
 #include <utility>
 
 #include "runtime/log/tensorboard_event.pb.h"
@@ -211,9 +208,7 @@ void TensorBoardWriter::resource_samples(int rank, const std::vector<ResourceSam
 void TensorBoardWriter::images(int64_t epoch, const std::vector<std::string>& png_paths) {
   tb::Summary summary;
   for (size_t i = 0; i < png_paths.size(); ++i) {
-    std::ifstream in(png_paths[i], std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (!in.good() && !in.eof()) throw IoError("cannot read " + png_paths[i] + " for TensorBoard");
+    std::string bytes = read_file(png_paths[i]);  // IoError naming the path
     const std::optional<PngSize> size = png_size(bytes);
     if (!size) throw IoError(png_paths[i] + " is not a PNG file; TensorBoard's images are PNGs");
     tb::Summary::Value* v = summary.add_value();

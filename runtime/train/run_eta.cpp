@@ -1,15 +1,12 @@
 #include "runtime/train/run_eta.h"
 
 #include <algorithm>
-#include <chrono>
 #include <utility>
+
+#include "runtime/util/timer.h"
 
 namespace dtrain {
 namespace {
-
-double steady_now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // A forward pass costs about a third of forward and backward (the backward pass computes two gradients
 // per layer: of its input and of its weights).

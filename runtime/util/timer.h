@@ -31,6 +31,11 @@ inline std::string format_utc(std::time_t when, const char* strftime_format) {
 // "2026-11-21T10:00:00Z"
 inline std::string utc_timestamp(std::time_t when) { return format_utc(when, "%Y-%m-%dT%H:%M:%SZ"); }
 
+// Seconds of the steady clock: monotonic, for durations and rates within one process.
+inline double steady_now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 // Seconds since 1970 (the system clock): comparable across the hosts of a job, not monotonic.
 inline double unix_now_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();

@@ -6,10 +6,13 @@
 # and a kill while a checkpoint is written behind training (resumed from memory and from disk alike).
 # Every run pins --device cpu --backend mpi: on a GPU host `auto` would pick one GPU per rank.
 # Usage: e2e_test.sh DTRAIN MPIEXEC [MPIEXEC_FLAGS]
+# DTRAIN_TEST_PYTHON: the interpreter with torch that compares checkpoints (default Debian's); the other
+# checks need only the standard library and jsonschema.
 set -uo pipefail
 dtrain=$1
 mpiexec=$2
 mpi_flags=${3:-}
+torch_python=${DTRAIN_TEST_PYTHON:-/usr/bin/python3}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 full=""
@@ -496,7 +499,7 @@ PY
 # same_model A B TOLERANCE: the models of two checkpoints (not the optimizer state, keyed by addresses of
 # the run that wrote it) are equal, bitwise for tolerance 0.
 same_model() {
-  /usr/bin/python3 - "$@" <<'PY'
+  "$torch_python" - "$@" <<'PY'
 import sys, torch
 a, b = (torch.jit.load(p) for p in sys.argv[1:3])
 tolerance = float(sys.argv[3])

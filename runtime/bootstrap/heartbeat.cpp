@@ -103,21 +103,6 @@ class Reader {
   size_t pos_ = 0;
 };
 
-struct PeerRecord {
-  bool heard = false;
-  Clock::time_point last_heard;
-  ActivitySnapshot activity;  // as reported at last_heard
-  bool said_bye = false;
-  bool warned_silent = false;
-};
-
-struct Suspect {
-  int rank = 0;
-  bool silent = false;  // stopped reporting (else: reports, but is not in the collective others wait in)
-  double silent_s = 0.0;
-  ActivitySnapshot activity;
-};
-
 // "0, 2-5, 7"
 std::string rank_ranges(const std::vector<int>& ranks) {
   std::string text;
@@ -147,6 +132,26 @@ struct Outgoing {
 
 }  // namespace
 
+// Named, not anonymous: Heartbeat::State (a member of an exported class) holds them.
+namespace heartbeat_detail {
+
+struct PeerRecord {
+  bool heard = false;
+  Clock::time_point last_heard;
+  ActivitySnapshot activity;  // as reported at last_heard
+  bool said_bye = false;
+  bool warned_silent = false;
+};
+
+struct Suspect {
+  int rank = 0;
+  bool silent = false;  // stopped reporting (else: reports, but is not in the collective others wait in)
+  double silent_s = 0.0;
+  ActivitySnapshot activity;
+};
+
+}  // namespace heartbeat_detail
+
 HeartbeatOptions heartbeat_options_for(double timeout_s) {
   HeartbeatOptions options;
   options.period_s = std::clamp(timeout_s / 30.0, 0.1, 1.0);
@@ -158,6 +163,9 @@ HeartbeatOptions heartbeat_options_for(double timeout_s) {
 }
 
 struct Heartbeat::State {
+  using PeerRecord = heartbeat_detail::PeerRecord;
+  using Suspect = heartbeat_detail::Suspect;
+
   State(const Session& session, const Activity& a, HeartbeatOptions o, HeartbeatCallbacks c)
       : rank(session.rank()),
         world_size(session.world_size()),

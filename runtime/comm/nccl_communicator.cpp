@@ -53,6 +53,10 @@ double seconds_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
 
+}  // namespace
+
+namespace detail {
+
 // One collective in flight, shared by its Work and the watchdog.
 struct Op {
   cudaEvent_t done = nullptr;  // recorded on the communication stream after the collective; null: not a kernel
@@ -65,10 +69,6 @@ struct Op {
     if (done != nullptr) cudaEventDestroy(done);  // safe while pending: released when the event completes
   }
 };
-
-}  // namespace
-
-namespace detail {
 
 struct NcclState {
   NcclOptions options;
@@ -253,7 +253,7 @@ class StagedWork final : public Work {
 
 class NcclWork final : public Work {
  public:
-  NcclWork(detail::NcclState& impl, at::Tensor tensor, std::shared_ptr<Op> op)
+  NcclWork(detail::NcclState& impl, at::Tensor tensor, std::shared_ptr<detail::Op> op)
       : impl_(impl), tensor_(std::move(tensor)), op_(std::move(op)) {}
 
   ~NcclWork() override {
@@ -279,7 +279,7 @@ class NcclWork final : public Work {
  private:
   detail::NcclState& impl_;
   at::Tensor tensor_;
-  std::shared_ptr<Op> op_;
+  std::shared_ptr<detail::Op> op_;
   bool waited_ = false;
 };
 
@@ -318,7 +318,7 @@ NcclCommunicator::NcclCommunicator(const Session& session, std::unique_ptr<Commu
 
   // The watchdog covers creation too: a rank that never arrives must not hang the others in init.
   impl.watchdog = std::thread([&impl] { impl.watchdog_loop(); });
-  auto init = std::make_shared<Op>("ncclCommInitRank (world size " + std::to_string(impl.world_size) + ")");
+  auto init = std::make_shared<detail::Op>("ncclCommInitRank (world size " + std::to_string(impl.world_size) + ")");
   impl.watch(init);
   ncclComm_t comm = nullptr;
   try {
@@ -406,7 +406,7 @@ void NcclCommunicator::broadcast_checked(at::Tensor& tensor, int root) {
   DTRAIN_NCCL_CHECK(impl, ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), count, nccl_type(tensor), root,
                                         impl.comm, impl.stream),
                     what);
-  const std::shared_ptr<Op> op = impl.finish_enqueue(what);
+  const std::shared_ptr<detail::Op> op = impl.finish_enqueue(what);
   impl.wait_host(*op);
 }
 
@@ -427,7 +427,7 @@ at::Tensor NcclCommunicator::allgather_checked(const at::Tensor& tensor) {
   DTRAIN_NCCL_CHECK(impl, ncclAllGather(input.data_ptr(), output.data_ptr(), count, nccl_type(input), impl.comm,
                                         impl.stream),
                     what);
-  const std::shared_ptr<Op> op = impl.finish_enqueue(what);
+  const std::shared_ptr<detail::Op> op = impl.finish_enqueue(what);
   impl.wait_host(*op);
   return output;
 }

@@ -109,7 +109,7 @@ struct ProgressInfo {
   MetricValues metrics;       // the training metrics since the previous progress line, over all ranks
   int64_t step = 0;           // the epoch's steps done (micro-batches with train.accumulate)
   double samples_per_s = 0.0;  // global training samples per second since the previous line (0: unknown)
-  std::optional<double> run_left_s;  // the estimate of the whole run's time left (runtime/train/run_eta.h)
+  std::optional<double> run_left_s{};  // the estimate of the whole run's time left (runtime/train/run_eta.h)
 };
 
 struct EpochStats {

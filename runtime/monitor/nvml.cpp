@@ -3,37 +3,40 @@
 #include <dlfcn.h>
 
 namespace dtrain {
-namespace {
+// A named namespace, not an anonymous one: NvmlDevice::Api (a member of an exported class) holds these
+// types, and GCC warns about such members (-Wsubobject-linkage) in a unity build, where one version of
+// it crashed compiling them.
+namespace nvml {
 
 // The part of NVML's C API (nvml.h, stable across driver versions) the resource poller uses, declared
-// here so that building dtrain needs no NVML headers.
-using nvmlReturn_t = int;
-constexpr nvmlReturn_t kNvmlSuccess = 0;
-using nvmlDevice_t = void*;
-struct nvmlUtilization_t {
+// here so that building dtrain needs no NVML headers (nvmlReturn_t, nvmlDevice_t, nvmlUtilization_t, ...).
+using Return = int;
+constexpr Return kSuccess = 0;
+using Device = void*;
+struct Utilization {
   unsigned int gpu;
   unsigned int memory;
 };
-struct nvmlMemory_t {
+struct Memory {
   unsigned long long total;
   unsigned long long free;
   unsigned long long used;
 };
-constexpr int kNvmlClockSm = 1;  // NVML_CLOCK_SM
+constexpr int kClockSm = 1;  // NVML_CLOCK_SM
 
-}  // namespace
+}  // namespace nvml
 
 struct NvmlDevice::Api {
   void* library = nullptr;
-  nvmlReturn_t (*init)() = nullptr;
-  nvmlReturn_t (*shutdown)() = nullptr;
-  const char* (*error_string)(nvmlReturn_t) = nullptr;
-  nvmlReturn_t (*handle_by_index)(unsigned int, nvmlDevice_t*) = nullptr;
-  nvmlReturn_t (*utilization)(nvmlDevice_t, nvmlUtilization_t*) = nullptr;
-  nvmlReturn_t (*memory)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
-  nvmlReturn_t (*power)(nvmlDevice_t, unsigned int*) = nullptr;
-  nvmlReturn_t (*clock)(nvmlDevice_t, int, unsigned int*) = nullptr;
-  nvmlReturn_t (*name)(nvmlDevice_t, char*, unsigned int) = nullptr;
+  nvml::Return (*init)() = nullptr;
+  nvml::Return (*shutdown)() = nullptr;
+  const char* (*error_string)(nvml::Return) = nullptr;
+  nvml::Return (*handle_by_index)(unsigned int, nvml::Device*) = nullptr;
+  nvml::Return (*utilization)(nvml::Device, nvml::Utilization*) = nullptr;
+  nvml::Return (*memory)(nvml::Device, nvml::Memory*) = nullptr;
+  nvml::Return (*power)(nvml::Device, unsigned int*) = nullptr;
+  nvml::Return (*clock)(nvml::Device, int, unsigned int*) = nullptr;
+  nvml::Return (*name)(nvml::Device, char*, unsigned int) = nullptr;
   bool initialised = false;
 
   ~Api() {
@@ -65,13 +68,13 @@ std::unique_ptr<NvmlDevice> NvmlDevice::open(int index, std::string& why) {
     return nullptr;
   }
   api->bind(api->name, "nvmlDeviceGetName");  // optional: only the MFU's peak lookup needs it
-  if (nvmlReturn_t rc = api->init(); rc != kNvmlSuccess) {
+  if (nvml::Return rc = api->init(); rc != nvml::kSuccess) {
     why = std::string("nvmlInit failed (") + api->error_string(rc) + "): no GPU samples";
     return nullptr;
   }
   api->initialised = true;
-  nvmlDevice_t handle = nullptr;
-  if (nvmlReturn_t rc = api->handle_by_index(static_cast<unsigned int>(index), &handle); rc != kNvmlSuccess) {
+  nvml::Device handle = nullptr;
+  if (nvml::Return rc = api->handle_by_index(static_cast<unsigned int>(index), &handle); rc != nvml::kSuccess) {
     why = "NVML has no device " + std::to_string(index) + " (" + api->error_string(rc) + "): no GPU samples";
     return nullptr;
   }
@@ -84,23 +87,23 @@ NvmlDevice::~NvmlDevice() = default;
 
 std::string NvmlDevice::name() const {
   char text[96] = {};  // NVML_DEVICE_NAME_V2_BUFFER_SIZE
-  if (api_->name == nullptr || api_->name(handle_, text, sizeof text) != kNvmlSuccess) return "";
+  if (api_->name == nullptr || api_->name(handle_, text, sizeof text) != nvml::kSuccess) return "";
   return text;
 }
 
 NvmlReading NvmlDevice::read() const {
   NvmlReading r;
-  nvmlUtilization_t util{};
-  if (api_->utilization(handle_, &util) == kNvmlSuccess) {
+  nvml::Utilization util{};
+  if (api_->utilization(handle_, &util) == nvml::kSuccess) {
     r.util_percent = util.gpu;
     r.mem_bw_util_percent = util.memory;
   }
-  nvmlMemory_t memory{};
-  if (api_->memory(handle_, &memory) == kNvmlSuccess) r.mem_used_bytes = static_cast<long long>(memory.used);
+  nvml::Memory memory{};
+  if (api_->memory(handle_, &memory) == nvml::kSuccess) r.mem_used_bytes = static_cast<long long>(memory.used);
   unsigned int milliwatts = 0;
-  if (api_->power(handle_, &milliwatts) == kNvmlSuccess) r.power_w = milliwatts / 1000.0;
+  if (api_->power(handle_, &milliwatts) == nvml::kSuccess) r.power_w = milliwatts / 1000.0;
   unsigned int mhz = 0;
-  if (api_->clock(handle_, kNvmlClockSm, &mhz) == kNvmlSuccess) r.sm_clock_mhz = mhz;
+  if (api_->clock(handle_, nvml::kClockSm, &mhz) == nvml::kSuccess) r.sm_clock_mhz = mhz;
   return r;
 }
 

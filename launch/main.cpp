@@ -231,7 +231,7 @@ int Job::run(int argc, char** argv) {
     if (session_.is_root()) {
       if (cmd.show_help) std::cout << help_text(schema_);
       if (cmd.show_version) {
-        std::cout << "dtrain " << DTRAIN_VERSION << " (" << libtorch_description() << "; backends: "
+        std::cout << "dtrain " << DTRAIN_VERSION << " (" << libtorch_kernels_description() << "; backends: "
                   << join(available_backends()) << "; devices: " << join(available_devices()) << ")\n";
       }
       if (cmd.list_workloads) print_workloads(registry_, schema_);

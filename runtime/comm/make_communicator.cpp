@@ -46,15 +46,22 @@ std::string cuda_runtime_version() {
   return std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10);
 }
 
+// The GPU kernels of the loaded libtorch_cuda.so (`library`: its path); nullopt when it is not loaded or has
+// no GPU code. Throws DataError when the file cannot be read.
+std::optional<CudaKernelInventory> torch_kernels(std::string& library) {
+  library = loaded_library_path("libtorch_cuda");
+  if (library.empty()) return std::nullopt;
+  return read_cuda_kernel_inventory(library);
+}
+
 // Throws ConfigError when this LibTorch has no kernels for `device`'s compute capability: said at
 // start-up, with what the build has and what to do, instead of "no kernel image is available" at the
 // first operation. Silent when the library cannot be found or read (nothing to say it will fail).
 void check_kernels_for(int device, const std::string& host) {
-  const std::string library = loaded_library_path("libtorch_cuda");
-  if (library.empty()) return;
+  std::string library;
   std::optional<CudaKernelInventory> inventory;
   try {
-    inventory = read_cuda_kernel_inventory(library);
+    inventory = torch_kernels(library);
   } catch (const DataError&) {
     return;
   }
@@ -62,6 +69,16 @@ void check_kernels_for(int device, const std::string& host) {
   if (!inventory || inventory->modules() == 0 || inventory->runs_on(gpu->major, gpu->minor)) return;
   throw ConfigError(unsupported_gpu_message(GpuDescription{device, host, gpu->name, gpu->major, gpu->minor},
                                             libtorch_description() + " (" + library + ")", *inventory));
+}
+
+std::string gpu_kernels() {
+  std::string library;
+  try {
+    const std::optional<CudaKernelInventory> inventory = torch_kernels(library);
+    return inventory ? inventory->common_images() : "";
+  } catch (const DataError& e) {
+    return std::string("unreadable: ") + e.what();
+  }
 }
 
 void use_cuda_device(int device) { c10::cuda::set_device(static_cast<c10::DeviceIndex>(device)); }
@@ -74,6 +91,7 @@ std::function<void*()> torch_compute_stream() {
 constexpr bool kCudaTorch = false;
 int visible_cuda_devices() { return 0; }
 std::string cuda_runtime_version() { return ""; }
+std::string gpu_kernels() { return ""; }
 void check_kernels_for(int, const std::string&) {}
 void use_cuda_device(int) {}
 std::function<void*()> torch_compute_stream() { return {}; }
@@ -116,6 +134,11 @@ std::unique_ptr<Communicator> make_gloo_communicator(const CommSetup&, Session&)
 
 std::string libtorch_description() {
   return std::string("libtorch ") + TORCH_VERSION + (kCudaTorch ? " with CUDA " + cuda_runtime_version() : ", CPU only");
+}
+
+std::string libtorch_kernels_description() {
+  const std::string kernels = gpu_kernels();
+  return kernels.empty() ? libtorch_description() : libtorch_description() + ", GPU kernels " + kernels;
 }
 
 std::vector<std::string> available_backends() {

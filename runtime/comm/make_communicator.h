@@ -19,6 +19,9 @@ std::vector<std::string> available_backends();
 
 // The LibTorch this build uses, e.g. "libtorch 2.11.0 with CUDA 13.0" or "libtorch 1.13.0, CPU only".
 std::string libtorch_description();
+// The same, with the GPU architectures its CUDA kernels are built for (read from the loaded
+// libtorch_cuda.so): "libtorch 2.7.1 with CUDA 12.6, GPU kernels sm_50, sm_60, ..., sm_90".
+std::string libtorch_kernels_description();
 
 // Devices usable by this process: "cpu", plus "cuda" when LibTorch has CUDA and a GPU is visible.
 std::vector<std::string> available_devices();

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <tuple>
 
+#include "runtime/device/cuda_configs.h"
 #include "runtime/util/error.h"
 #include "runtime/util/strings.h"
 
@@ -122,17 +123,30 @@ std::string CudaKernelInventory::common_images() const {
 std::string unsupported_gpu_message(const GpuDescription& gpu, const std::string& library,
                                     const CudaKernelInventory& inventory) {
   const std::string arch = "sm_" + std::to_string(gpu.major) + std::to_string(gpu.minor);
-  std::string which;
-  // CUDA 13 dropped code generation for GPUs before Turing (sm_75), CUDA 12 for Kepler (sm_3x).
-  if (gpu.major >= 5 && 10 * gpu.major + gpu.minor < 75) {
-    which = " (CUDA 13 cannot build for it; a LibTorch built with CUDA 12 can)";
-  } else if (gpu.major < 5) {
-    which = " (a LibTorch built with CUDA 11 or older)";
+  const auto describe = [](const CudaConfig& c) {
+    return "LibTorch " + c.torch_version + " with CUDA " + c.cuda_version + ", kernels " +
+           c.inventory().common_images();
+  };
+  std::vector<std::string> fits;
+  std::vector<std::string> all;
+  for (const CudaConfig& c : cuda_configs()) {
+    all.push_back(c.name + ": " + c.inventory().common_images());
+    if (!c.runs_on(gpu.major, gpu.minor)) continue;
+    fits.push_back("dtrain's " + c.name + " configuration (" + describe(c) + "): the image " + c.image +
+                   " (bash scripts/build_image.sh " + c.image_kind + ") or a build with bash scripts/build_cuda.sh " +
+                   c.name);
+  }
+  std::string what_to_do;
+  if (!fits.empty()) {
+    what_to_do = "Use " + join(fits, ", or ") + "; or another GPU, or --device cpu";
+  } else {
+    what_to_do = "No configuration of dtrain has " + arch + " kernels (" + join(all, "; ") +
+                 "; PyPI's LibTorch builds have none older than sm_50): use another GPU or --device cpu";
   }
   return "GPU " + std::to_string(gpu.index) + " on host " + gpu.host + " (" + gpu.name + ", compute capability " +
          std::to_string(gpu.major) + "." + std::to_string(gpu.minor) + ") cannot run this LibTorch's CUDA kernels: " +
-         library + " has kernels for " + inventory.common_images() + ". Use a LibTorch with " + arch +
-         " kernels" + which + ", another GPU, or --device cpu (docs/gpu.md)";
+         library + " has kernels for " + inventory.common_images() + " and none for " + arch + ". " + what_to_do +
+         " (docs/gpu.md)";
 }
 
 std::optional<CudaKernelInventory> read_cuda_kernel_inventory(const std::string& path) {

@@ -47,7 +47,8 @@ struct GpuDescription {
 };
 
 // The start-up error for a GPU that `library` (e.g. "libtorch 2.11.0 with CUDA 13.0 (path)") has no
-// kernels for: which GPU, what the library has, and what to do.
+// kernels for: which GPU, what the library has, and what to do: the configuration of dtrain
+// (cuda_configs.h) whose image and build have kernels for it, or that none has.
 std::string unsupported_gpu_message(const GpuDescription& gpu, const std::string& library,
                                     const CudaKernelInventory& inventory);
 

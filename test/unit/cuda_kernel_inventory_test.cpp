@@ -8,6 +8,9 @@
 #include <cstdint>
 #include <fstream>
 
+#include <torch/version.h>
+
+#include "runtime/device/cuda_configs.h"
 #include "runtime/device/cuda_kernel_inventory.h"
 #include "runtime/util/error.h"
 #include "test/support/temp_dir.h"
@@ -98,8 +101,39 @@ TEST_CASE("the kernel inventory of a binary comes from its .nv_fatbin section", 
                                                        "libtorch 2.11.0 with CUDA 13.0", *inventory);
   CHECK(message ==
         "GPU 1 on host node07 (Tesla V100-SXM2-16GB, compute capability 7.0) cannot run this LibTorch's CUDA kernels: "
-        "libtorch 2.11.0 with CUDA 13.0 has kernels for sm_75, sm_80. Use a LibTorch with sm_70 kernels (CUDA 13 "
-        "cannot build for it; a LibTorch built with CUDA 12 can), another GPU, or --device cpu (docs/gpu.md)");
+        "libtorch 2.11.0 with CUDA 13.0 has kernels for sm_75, sm_80 and none for sm_70. Use dtrain's volta "
+        "configuration (LibTorch 2.7.1 with CUDA 12.6, kernels sm_50, sm_60, sm_70, sm_75, sm_80, sm_86, sm_90): the "
+        "image dtrain:cuda-volta (bash scripts/build_image.sh cuda-volta) or a build with bash scripts/build_cuda.sh "
+        "volta; or another GPU, or --device cpu (docs/gpu.md)");
+}
+
+TEST_CASE("a GPU the loaded LibTorch cannot drive is sent to the configuration that can", "[device]") {
+  const CudaConfig* volta = cuda_config_for_torch("2.7.1");
+  const CudaConfig* current = cuda_config_for_torch("2.11.0");
+  REQUIRE(volta != nullptr);
+  REQUIRE(current != nullptr);
+  CHECK(cuda_config_for_torch("2.9.1") == nullptr);
+  const auto message = [](const CudaConfig& loaded, const GpuDescription& gpu) {
+    return unsupported_gpu_message(gpu, "libtorch " + loaded.torch_version, loaded.inventory());
+  };
+  // Pascal (P100, and P4 through sm_60's cubins) on the current image: the volta one.
+  CHECK_THAT(message(*current, {0, "gke-p100-1", "Tesla P100-PCIE-16GB", 6, 0}),
+             Contains("has kernels for sm_75, sm_80, sm_86, sm_90, sm_100, sm_120 and none for sm_60. Use dtrain's "
+                      "volta configuration") &&
+                 Contains("the image dtrain:cuda-volta (bash scripts/build_image.sh cuda-volta)"));
+  CHECK_THAT(message(*current, {0, "gke-p4-1", "Tesla P4", 6, 1}), Contains("Use dtrain's volta configuration"));
+  // Blackwell on the volta image: the current one.
+  CHECK_THAT(message(*volta, {3, "b200-node", "NVIDIA B200", 10, 0}),
+             Contains("none for sm_100. Use dtrain's current configuration (LibTorch 2.11.0 with CUDA 13.0, kernels "
+                      "sm_75, sm_80, sm_86, sm_90, sm_100, sm_120): the image dtrain:cuda (bash scripts/build_image.sh "
+                      "cuda) or a build with bash scripts/build_cuda.sh current"));
+  // Kepler (K80): no configuration has kernels for it, and the message says so instead of sending the user
+  // from one image to the other.
+  const std::string k80 = message(*current, {0, "gke-k80-1", "Tesla K80", 3, 7});
+  CHECK_THAT(k80, Contains("No configuration of dtrain has sm_37 kernels (current: sm_75, sm_80, sm_86, sm_90, "
+                           "sm_100, sm_120; volta: sm_50, sm_60, sm_70, sm_75, sm_80, sm_86, sm_90;") &&
+                      Contains("use another GPU or --device cpu"));
+  CHECK_THAT(k80, !Contains("image"));
 }
 
 TEST_CASE("files without GPU code or not ELF at all are told apart", "[device]") {
@@ -112,7 +146,7 @@ TEST_CASE("files without GPU code or not ELF at all are told apart", "[device]")
   CHECK_THAT(loaded_library_path("libc.so"), Contains("libc.so"));
 }
 
-TEST_CASE("this build's LibTorch has kernels for the GPUs it is meant for", "[device]") {
+TEST_CASE("this build's LibTorch has the kernels its configuration lists", "[device]") {
   const std::string library = loaded_library_path("libtorch_cuda");
   if (library.empty()) {
     WARN("skipped: this build's LibTorch has no CUDA (no libtorch_cuda loaded)");
@@ -122,8 +156,30 @@ TEST_CASE("this build's LibTorch has kernels for the GPUs it is meant for", "[de
   REQUIRE(inventory.has_value());
   CHECK(inventory->modules() > 100);
   INFO(library << ": " << inventory->common_images());
-  // The GPU hosts (H100, H200) and the T4/L4/A100 pools the deploy files target.
-  CHECK(inventory->runs_on(9, 0));
-  CHECK(inventory->runs_on(8, 0));
-  CHECK(inventory->runs_on(7, 5));
+  const CudaConfig* config = cuda_config_for_torch(TORCH_VERSION);
+  if (config == nullptr) {
+    // A LibTorch outside dtrain's configurations (a GPU host's own): the GPUs the deploy files target.
+    WARN("LibTorch " << TORCH_VERSION << " is none of dtrain's CUDA configurations (runtime/device/cuda_configs.cpp)");
+    CHECK(inventory->runs_on(7, 5));
+    CHECK(inventory->runs_on(8, 0));
+    CHECK(inventory->runs_on(9, 0));
+    return;
+  }
+  INFO("configuration " << config->name);
+  // The real library has exactly the kernels that the table (and so the start-up message) promises.
+  CHECK(inventory->common_images() == config->inventory().common_images());
+  CHECK(inventory->runs_on(7, 5));  // T4
+  CHECK(inventory->runs_on(9, 0));  // H100, H200 (the GPU hosts)
+  if (config->name == "volta") {
+    CHECK(inventory->runs_on(6, 0));  // P100
+    CHECK(inventory->runs_on(6, 1));  // P4
+    CHECK(inventory->runs_on(7, 0));  // V100
+  } else {
+    CHECK(config->name == "current");
+    CHECK_FALSE(inventory->runs_on(6, 0));
+    CHECK_FALSE(inventory->runs_on(7, 0));
+    CHECK(inventory->runs_on(10, 0));  // B200
+    CHECK(inventory->runs_on(12, 0));  // RTX 50xx
+  }
+  CHECK_FALSE(inventory->runs_on(3, 7));  // K80: no PyPI LibTorch of today
 }

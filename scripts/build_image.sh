@@ -3,8 +3,10 @@
 # base image is made with debootstrap from the machine's own apt mirror, then deploy/docker/Dockerfile.<kind>
 # is built on it (chroot isolation, vfs storage: works unprivileged-container-in-VM as on CI machines).
 #
-#   bash scripts/build_image.sh cpu|cuda [--with-data] [--tag dtrain:cpu]
+#   bash scripts/build_image.sh cpu|cuda|cuda-volta [--with-data] [--tag dtrain:cpu]
 #
+# cuda is dtrain's current CUDA configuration (T4 and newer GPUs), cuda-volta its Volta/Pascal one (P4,
+# P100, V100): deploy/docker/Dockerfile.cuda with CUDA_CONFIG=volta (docs/deploy.md).
 # Prints the image's size at the end. Environment: STORAGE_DRIVER (default vfs), BASE_IMAGE (skip debootstrap
 # and build on this image instead, e.g. docker.io/library/debian:bookworm where a registry is reachable),
 # PIP_CERT (the CA bundle pip trusts inside the build; default: the host's system bundle).
@@ -21,7 +23,12 @@ while [ $# -gt 0 ]; do
     *) echo "build_image: unknown option '$1' (expected --with-data, --tag TAG)" >&2; exit 2 ;;
   esac
 done
-[ -f "deploy/docker/Dockerfile.$kind" ] || { echo "build_image: no deploy/docker/Dockerfile.$kind (kinds: cpu, cuda)" >&2; exit 2; }
+config_arg=()
+case "$kind" in
+  cpu | cuda) dockerfile=deploy/docker/Dockerfile.$kind ;;
+  cuda-volta) dockerfile=deploy/docker/Dockerfile.cuda; config_arg=(--build-arg CUDA_CONFIG=volta) ;;
+  *) echo "build_image: unknown kind '$kind' (kinds: cpu, cuda, cuda-volta)" >&2; exit 2 ;;
+esac
 tag=${tag:-dtrain:$kind}
 export STORAGE_DRIVER=${STORAGE_DRIVER:-vfs}
 
@@ -41,5 +48,5 @@ ca=${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}
 secret=()
 [ -s "$ca" ] && secret=(--secret "id=pip-ca,src=$ca")
 buildah bud --isolation chroot --layers=false --build-arg BASE="$base" --build-arg WITH_DATA="$with_data" \
-  "${secret[@]}" -f "deploy/docker/Dockerfile.$kind" -t "$tag" .
+  "${config_arg[@]}" "${secret[@]}" -f "$dockerfile" -t "$tag" .
 buildah images --format '{{.Name}}:{{.Tag}} {{.Size}}' "$tag"

@@ -11,10 +11,12 @@ Every variant starts from one base: a launcher (no GPU) that runs `time mpirun -
 /etc/mpi/hostfile -np WORKERS x SLOTS dtrain ...` once the workers are ready, and workers that run the
 image's non-root sshd on port 2222. A scaling study is one loop over --workers (see run_study.sh).
 
-  render_mpijob.py --platform gke --workers 16 --accelerator nvidia-tesla-v100 --image IMAGE > job.yaml
+  render_mpijob.py --platform gke --workers 16 --accelerator nvidia-tesla-v100 --image REGISTRY/dtrain:cuda-volta > job.yaml
 
 The image contract (deploy/docker): user `dtrain` (UID 1000, group 0) with home /home/dtrain, `dtrain` on
-PATH, and `dtrain-entrypoint launcher|worker`. Bad input exits with status 2 and one line saying what
+PATH, and `dtrain-entrypoint launcher|worker`. Which image for which GPU: cuda for T4, L4, A100, H100, H200
+and B200; cuda-volta for P4, P100 and V100 (and T4 to H100); none for K80. A job whose --image tag names
+one of dtrain's images that cannot run on --accelerator is refused. Bad input exits with status 2 and one line saying what
 was wrong.
 """
 import argparse
@@ -29,11 +31,17 @@ PLATFORMS = ("gke", "usernetes", "openshift")
 GKE_ACCELERATORS = {
     "nvidia-tesla-k80": (3, 7), "nvidia-tesla-p4": (6, 1), "nvidia-tesla-p100": (6, 0),
     "nvidia-tesla-v100": (7, 0), "nvidia-tesla-t4": (7, 5), "nvidia-l4": (8, 9), "nvidia-tesla-a100": (8, 0),
-    "nvidia-a100-80gb": (8, 0), "nvidia-h100-80gb": (9, 0),
+    "nvidia-a100-80gb": (8, 0), "nvidia-h100-80gb": (9, 0), "nvidia-h100-mega-80gb": (9, 0),
+    "nvidia-h200-141gb": (9, 0), "nvidia-b200": (10, 0),
 }
-# deploy/docker/Dockerfile.cuda's LibTorch (PyPI's torch 2.11, CUDA 13) has kernels for sm_75 and newer;
-# CUDA 13 dropped the older architectures.
-CUDA_IMAGE_MIN_CAPABILITY = (7, 5)
+# dtrain's CUDA images (scripts/build_image.sh KIND) and the GPU kernels (sm_XY as XY) of their LibTorch,
+# as runtime/device/cuda_configs.cpp lists them from the libraries themselves (test/deploy/validate_manifests.py
+# keeps the two equal).
+CUDA_IMAGES = {
+    "cuda": {"libtorch": "LibTorch 2.11.0 with CUDA 13.0", "kernels": (75, 80, 86, 90, 100, 120)},
+    "cuda-volta": {"libtorch": "LibTorch 2.7.1 with CUDA 12.6", "kernels": (50, 60, 70, 75, 80, 86, 90)},
+}
+IMAGE_KINDS = ("cuda-volta", "cuda", "cpu")  # longest first: a tag ending in -cuda-volta is not "cuda"
 HOME = "/home/dtrain"
 SSH_PORT = 2222
 # DNS-1035 label: the operator names pods <name>-launcher and <name>-worker-<i>.
@@ -54,7 +62,8 @@ def add_common_arguments(p, workers_help, batch_help, name_help):
     p.add_argument("--workload", default="mnist")
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--batch-size", type=int, default=64, help=batch_help)
-    p.add_argument("--image", required=True, help="the dtrain image (deploy/docker), e.g. ghcr.io/org/dtrain:cuda")
+    p.add_argument("--image", required=True, help="the dtrain image (deploy/docker), e.g. ghcr.io/org/dtrain:cuda (T4 and newer GPUs) or "
+                        "ghcr.io/org/dtrain:cuda-volta (P4, P100, V100)")
     p.add_argument("--name", default="", help=name_help)
     p.add_argument("--namespace", default="")
     p.add_argument("--dtrain-args", default="", help="more dtrain flags, e.g. '--precision bf16 --synthetic'")
@@ -97,6 +106,7 @@ def check_common(args):
         raise UsageError(f"--workload '{args.workload}' is not a workload name")
     if not args.image or any(c.isspace() for c in args.image):
         raise UsageError(f"--image must be an image reference without spaces, got '{args.image}'")
+    check_image_for_accelerator(args)
 
 
 def check_name(name, workers):
@@ -114,17 +124,62 @@ def check(args):
                       args.workers)
 
 
+def image_kind(image):
+    """Which of dtrain's images `image` is by its tag (cpu, cuda, cuda-volta; "v2-cuda-volta" too), or None."""
+    tag = image.rsplit("/", 1)[-1].partition(":")[2].partition("@")[0]
+    return next((kind for kind in IMAGE_KINDS if tag == kind or tag.endswith("-" + kind)), None)
+
+
+def images_for(capability):
+    """dtrain's CUDA images with kernels for a GPU of `capability` (major, minor): a cubin for sm_XY runs on
+    the same major at minor Y and later."""
+    major, minor = capability
+    return [kind for kind, image in CUDA_IMAGES.items()
+            if any(arch // 10 == major and arch % 10 <= minor for arch in image["kernels"])]
+
+
+def describe_images(kinds):
+    return " or ".join(f"the {kind} image ({CUDA_IMAGES[kind]['libtorch']}; scripts/build_image.sh {kind})"
+                       for kind in kinds)
+
+
+def check_image_for_accelerator(args):
+    """A GKE GPU job whose --image is one of dtrain's images that cannot run on --accelerator: an error
+    naming the image that can (dtrain itself would stop at start-up on every rank)."""
+    capability = GKE_ACCELERATORS.get(args.accelerator) if args.gpus_per_worker > 0 else None
+    kind = image_kind(args.image)
+    if not capability or kind is None:
+        return
+    major, minor = capability
+    fits = images_for(capability)
+    gpu = f"{args.accelerator} (compute capability {major}.{minor})"
+    if not fits:
+        raise UsageError(f"no dtrain image has GPU kernels for {gpu}: every LibTorch on PyPI starts at sm_50; run on "
+                         f"another accelerator, or on CPUs with --gpus-per-worker 0 (docs/deploy.md)")
+    if kind == "cpu":
+        raise UsageError(f"--image '{args.image}' is dtrain's CPU image, which has no CUDA; {gpu} needs "
+                         f"{describe_images(fits)}")
+    if kind not in fits:
+        raise UsageError(f"--image '{args.image}' is dtrain's {kind} image, whose {CUDA_IMAGES[kind]['libtorch']} has "
+                         f"no kernels for {gpu}; use {describe_images(fits)} (docs/deploy.md)")
+
+
 def compatibility_warnings(args):
-    """What renders fine but may not run: said on stderr, the manifest is still printed."""
+    """What renders fine but may not run: said on stderr, the manifest is still printed. An --image whose
+    tag does not say which of dtrain's images it is, on a GPU that only some of them can drive."""
     said = []
-    capability = GKE_ACCELERATORS.get(args.accelerator)
-    if capability and capability < CUDA_IMAGE_MIN_CAPABILITY:
+    capability = GKE_ACCELERATORS.get(args.accelerator) if args.gpus_per_worker > 0 else None
+    if capability and image_kind(args.image) is None:
         major, minor = capability
-        need = "CUDA 12, whose builds still have sm_60 and sm_70 kernels" if capability >= (6, 0) else "CUDA 11"
-        said.append(f"{args.accelerator} is compute capability {major}.{minor}, but the CUDA image built from "
-                    f"deploy/docker/Dockerfile.cuda (torch 2.11, CUDA 13) has kernels for {CUDA_IMAGE_MIN_CAPABILITY[0]}."
-                    f"{CUDA_IMAGE_MIN_CAPABILITY[1]} and newer only; --image must hold a dtrain built against a LibTorch "
-                    f"built with {need} (docs/deploy.md)")
+        fits = images_for(capability)
+        gpu = f"{args.accelerator} (compute capability {major}.{minor})"
+        if not fits:
+            said.append(f"no dtrain image has GPU kernels for {gpu} (every LibTorch on PyPI starts at sm_50); "
+                        f"--image '{args.image}' must hold a dtrain built against a LibTorch with sm_{major}{minor} "
+                        f"kernels (docs/deploy.md)")
+        elif len(fits) < len(CUDA_IMAGES):
+            said.append(f"{gpu} needs {describe_images(fits)}; make sure --image '{args.image}' is that one "
+                        f"(docs/deploy.md)")
     return said
 
 

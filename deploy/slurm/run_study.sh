@@ -5,7 +5,7 @@
 # result.yaml written when the job ends. Jobs are chained (each starts after the previous one ended), so
 # runs never share nodes or the network; --wait blocks until the last one is done.
 #
-#   DTRAIN=$PWD/build-cuda/dtrain deploy/slurm/run_study.sh --sizes "1 2 4 8" --reps 3 --out study-hpc-v100 \
+#   DTRAIN=$PWD/build-cuda-volta/dtrain deploy/slurm/run_study.sh --sizes "1 2 4 8" --reps 3 --out study-hpc-v100 \
 #       --platform hpc --accelerator v100 --gpus-per-node 4 -- --workload mnist --epochs 10
 #   dtrain-report study-hpc-v100 --out report
 #
@@ -13,7 +13,8 @@
 # --accelerator NAME, --gpus-per-node G (also the ranks per node; 0 = CPU nodes), --ranks-per-node N (CPU
 # nodes; default 1), --script PATH (default dtrain.sbatch beside this file), --sbatch-arg ARG (repeatable,
 # e.g. --sbatch-arg=--partition=gpu), --label KEY=VALUE (repeatable), --wait. After `--`: dtrain's flags.
-# DTRAIN and DTRAIN_MODULES pass to the jobs as dtrain.sbatch documents.
+# DTRAIN and DTRAIN_MODULES pass to the jobs as dtrain.sbatch documents (V100 and P100 nodes need the
+# volta build, `bash scripts/build_cuda.sh volta` into build-cuda-volta/; T4 and newer the current one).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 STUDY_RUNNER="slurm run_study"

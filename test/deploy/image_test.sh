@@ -3,15 +3,16 @@
 # storage) and runs it: dtrain trains synthetic mnist for a few steps as the image's non-root user and
 # as an arbitrary UID in group 0 (OpenShift), the worker's sshd configuration is valid, and mpirun starts
 # ranks through the worker's sshd as the MPI operator's launcher does. For the CUDA image also: dtrain
-# has a CUDA LibTorch and the NCCL backend, and every library resolves except the GPU driver's, which
-# the node provides. Without a GPU, the CUDA image trains on the CPU.
-# Usage: image_test.sh [cpu|cuda]   (needs root, as buildah's chroot isolation does on CI machines; CI runs
-#        cpu; cuda downloads about 4 GB and takes about 10 minutes on 2 cores). DTRAIN_TEST_IMAGE=TAG tests
-#        an image built before instead of building one.
+# has a CUDA LibTorch with the GPU kernels of its configuration (cuda: sm_75 and newer; cuda-volta: sm_60
+# and sm_70 too) and the NCCL backend, and every library resolves except the GPU driver's, which the node
+# provides. Without a GPU, the CUDA images train on the CPU.
+# Usage: image_test.sh [cpu|cuda|cuda-volta]   (needs root, as buildah's chroot isolation does on CI
+#        machines; CI runs cpu; the CUDA images download about 4 GB and take 10-15 minutes on 2 cores).
+#        DTRAIN_TEST_IMAGE=TAG tests an image built before instead of building one.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 kind=${1:-cpu}
-case "$kind" in cpu|cuda) ;; *) echo "image_test: kind must be cpu or cuda, got '$kind'" >&2; exit 2 ;; esac
+case "$kind" in cpu|cuda|cuda-volta) ;; *) echo "image_test: kind must be cpu, cuda or cuda-volta, got '$kind'" >&2; exit 2 ;; esac
 export STORAGE_DRIVER=vfs
 tag=localhost/dtrain:$kind-test
 failures=0
@@ -41,12 +42,17 @@ run() {  # run USER CMD...: inside the image, as USER, through the entry point
 }
 
 [ "$(run 1000 id -un)" = dtrain ] || fail "UID 1000 is not the dtrain user"
-if [ "$kind" = cuda ]; then
+if [ "$kind" != cpu ]; then
   version=$(run 1000 dtrain --version 2>&1)
-  if grep -q 'with CUDA' <<<"$version" && grep -q 'backends: mpi, nccl' <<<"$version"; then
+  if [ "$kind" = cuda-volta ]; then
+    kernels='GPU kernels sm_50, sm_60, sm_70, sm_75'  # P100 and V100 (P4 through sm_60)
+  else
+    kernels='GPU kernels sm_75, '  # T4 and newer; CUDA 13 builds nothing older
+  fi
+  if grep -q 'with CUDA' <<<"$version" && grep -q 'backends: mpi, nccl' <<<"$version" && grep -q "$kernels" <<<"$version"; then
     echo "PASS: $version"
   else
-    fail "the CUDA image's dtrain lacks NCCL or CUDA: $version"
+    fail "the $kind image's dtrain lacks NCCL, CUDA or '$kernels': $version"
   fi
   # libcuda and NVML belong to the driver, which the node mounts or injects.
   unresolved=$(run 1000 bash -c 'for f in /usr/local/bin/dtrain /usr/local/bin/dtrain_allreduce_bench /opt/dtrain/lib/*.so*; do

@@ -345,7 +345,8 @@ def main():
 
     # The study's flagship: 16 GKE nodes with V100s, through the script's command line.
     out = subprocess.run([sys.executable, RENDER, "--platform", "gke", "--workers", "16", "--accelerator",
-                          "nvidia-tesla-v100", "--image", "gcr.io/project/dtrain:cuda"], capture_output=True, text=True)
+                          "nvidia-tesla-v100", "--image", "gcr.io/project/dtrain:cuda-volta"], capture_output=True,
+                         text=True)
     if out.returncode != 0:
         fail("gke v100 x16", out.stderr)
     else:
@@ -369,14 +370,48 @@ def main():
                 job["metadata"]["labels"].get("dtrain/workload") != workload:
             fail(workload, f"job {job['metadata']['name']} does not run the workload: {command}")
 
-    # A GPU older than the CUDA image supports renders, with a warning on stderr; a supported one without.
-    for accelerator, warned in (("nvidia-tesla-v100", True), ("nvidia-tesla-p4", True), ("nvidia-tesla-t4", False),
-                                ("nvidia-h100-80gb", False)):
-        out = subprocess.run([sys.executable, RENDER, "--platform", "gke", "--workers", "2", "--accelerator",
-                              accelerator, "--image", "x"], capture_output=True, text=True)
-        said = "has kernels for 7.5 and newer only" in out.stderr
-        if out.returncode != 0 or not out.stdout.startswith("apiVersion:") or said != warned:
-            fail(f"gke {accelerator}", f"exit {out.returncode}, warning expected {warned}, stderr: {out.stderr!r}")
+    # Which image for which GPU. One of dtrain's images (by its tag) that cannot run on the accelerator is
+    # refused, naming the one that can; an image whose tag does not say which it is renders, with a warning
+    # when only some of dtrain's images can drive that GPU; K80 has none.
+    for accelerator, image, code, said in (
+            ("nvidia-tesla-v100", "gcr.io/p/dtrain:cuda", 2,
+             "--image 'gcr.io/p/dtrain:cuda' is dtrain's cuda image, whose LibTorch 2.11.0 with CUDA 13.0 has no "
+             "kernels for nvidia-tesla-v100 (compute capability 7.0); use the cuda-volta image (LibTorch 2.7.1 with "
+             "CUDA 12.6; scripts/build_image.sh cuda-volta)"),
+            ("nvidia-tesla-v100", "gcr.io/p/dtrain:cuda-volta", 0, ""),
+            ("nvidia-tesla-p100", "gcr.io/p/dtrain:v3-cuda-volta", 0, ""),
+            ("nvidia-tesla-p4", "x", 0, "warning: nvidia-tesla-p4 (compute capability 6.1) needs the cuda-volta image"),
+            ("nvidia-tesla-t4", "x", 0, ""),
+            ("nvidia-tesla-t4", "r/dtrain:cuda-volta", 0, ""),
+            ("nvidia-h100-80gb", "r/dtrain:cuda@sha256:0123", 0, ""),
+            ("nvidia-b200", "r/dtrain:cuda-volta", 2, "has no kernels for nvidia-b200 (compute capability 10.0); use "
+                                                      "the cuda image (LibTorch 2.11.0 with CUDA 13.0"),
+            ("nvidia-b200", "x", 0, "warning: nvidia-b200 (compute capability 10.0) needs the cuda image"),
+            ("nvidia-tesla-k80", "r/dtrain:cuda", 2, "no dtrain image has GPU kernels for nvidia-tesla-k80 (compute "
+                                                     "capability 3.7)"),
+            ("nvidia-tesla-k80", "x", 0, "warning: no dtrain image has GPU kernels for nvidia-tesla-k80"),
+            ("nvidia-l4", "r/dtrain:cpu", 2, "is dtrain's CPU image, which has no CUDA; nvidia-l4 (compute capability "
+                                             "8.9) needs the cuda image (LibTorch 2.11.0 with CUDA 13.0; "
+                                             "scripts/build_image.sh cuda) or the cuda-volta image")):
+        for script, more in ((RENDER, []), (RENDER_PYTORCHJOB, ["--checkpoint-pvc", "ck"])):
+            out = subprocess.run([sys.executable, script, "--platform", "gke", "--workers", "2", "--accelerator",
+                                  accelerator, "--image", image, *more], capture_output=True, text=True)
+            rendered_ok = out.stdout.startswith("apiVersion:")
+            if out.returncode != code or rendered_ok != (code == 0) or (said and said not in out.stderr) or \
+                    (not said and out.stderr):
+                fail(f"{os.path.basename(script)} gke {accelerator} {image}",
+                     f"exit {out.returncode} (expected {code}), expected stderr {said!r}, got {out.stderr!r}")
+
+    # The renderers' image table is runtime/device/cuda_configs.cpp's, which the unit tests hold to the real
+    # libraries: image kind, LibTorch and CUDA version, kernels.
+    source = open(os.path.join(ROOT, "runtime", "device", "cuda_configs.cpp")).read()
+    configs = re.findall(r'\{"(\w+)", "([\d.]+)", "([\d.]+)", "[^"]+", "([\w-]+)", cubins\(\{([\d, ]+)\}\)\}', source)
+    from_source = {kind: {"libtorch": f"LibTorch {torch} with CUDA {cuda}",
+                          "kernels": tuple(int(a) for a in kernels.split(", "))}
+                   for _, torch, cuda, kind, kernels in configs}
+    if len(configs) < 2 or from_source != render_mpijob.CUDA_IMAGES:
+        fail("image table", f"render_mpijob.CUDA_IMAGES {render_mpijob.CUDA_IMAGES} differs from "
+                            f"runtime/device/cuda_configs.cpp {from_source}")
 
     # The checks themselves must catch mistakes: a misspelled field and a wrong -np.
     bad = render(["--platform", "gke", "--workers", "2", "--accelerator", "nvidia-l4", "--image", "x"])

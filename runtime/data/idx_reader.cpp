@@ -88,7 +88,8 @@ at::Tensor read_idx_file(const std::string& path, int expected_dims) {
                     ": header promises " + std::to_string(payload) + " data bytes, file has " + std::to_string(actual));
   }
   at::Tensor tensor = at::empty(shape, at::kByte);
-  std::memcpy(tensor.data_ptr(), bytes.data() + header, payload);
+  // A zero extent leaves no data and an empty tensor, whose data pointer (null) memcpy must not be given.
+  if (payload > 0) std::memcpy(tensor.data_ptr(), bytes.data() + header, payload);
   return tensor;
 }
 

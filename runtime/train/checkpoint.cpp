@@ -41,14 +41,17 @@ Position position_of(const CheckpointMeta& meta) {
   return meta.epoch_samples > 0 ? Position{meta.epoch + 1, meta.epoch_steps} : Position{meta.epoch, kEpochEnd};
 }
 
+// An empty tensor's data pointer is null, which memcpy and std::string must not be given even for no
+// bytes (UBSan stopped every run at its first checkpoint on an empty string).
 at::Tensor string_tensor(const std::string& text) {
   at::Tensor t = at::empty({static_cast<int64_t>(text.size())}, at::kByte);
-  std::memcpy(t.data_ptr(), text.data(), text.size());
+  if (!text.empty()) std::memcpy(t.data_ptr(), text.data(), text.size());
   return t;
 }
 
 std::string tensor_string(const at::Tensor& t) {
   const at::Tensor bytes = t.to(at::kCPU).contiguous();
+  if (bytes.numel() == 0) return "";
   return std::string(reinterpret_cast<const char*>(bytes.data_ptr()), static_cast<size_t>(bytes.numel()));
 }
 

@@ -20,8 +20,8 @@ const std::vector<CudaConfig>& cuda_configs() {
   // (CUDA 12.8) dropped sm_50 and sm_60, so 2.7.1 is the newest with Pascal and Volta kernels.
   // scripts/install_cuda_torch.sh installs these versions; deploy/k8s/render_mpijob.py repeats the table.
   static const std::vector<CudaConfig> configs{
-      {"current", "2.11.0", "13.0", "dtrain:cuda", "cuda", cubins({75, 80, 86, 90, 100, 120})},
-      {"volta", "2.7.1", "12.6", "dtrain:cuda-volta", "cuda-volta", cubins({50, 60, 70, 75, 80, 86, 90})},
+      {"current", "2.11.0", "13.0", "cuda", cubins({75, 80, 86, 90, 100, 120})},
+      {"volta", "2.7.1", "12.6", "cuda-volta", cubins({50, 60, 70, 75, 80, 86, 90})},
   };
   return configs;
 }

@@ -16,10 +16,10 @@ struct CudaConfig {
   std::string name;           // "current", "volta": the argument of scripts/build_cuda.sh
   std::string torch_version;  // "2.11.0"
   std::string cuda_version;   // "13.0": the CUDA that LibTorch was built with
-  std::string image;          // "dtrain:cuda", the tag scripts/build_image.sh gives it
   std::string image_kind;     // "cuda": the argument of scripts/build_image.sh
   std::vector<KernelImage> kernels;  // the images every module of its libtorch_cuda.so has
 
+  std::string image() const { return "dtrain:" + image_kind; }  // the tag scripts/build_image.sh gives it
   CudaKernelInventory inventory() const { return CudaKernelInventory({kernels}); }
   bool runs_on(int major, int minor) const { return inventory().runs_on(major, minor); }
 };

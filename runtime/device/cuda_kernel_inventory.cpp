@@ -123,16 +123,14 @@ std::string CudaKernelInventory::common_images() const {
 std::string unsupported_gpu_message(const GpuDescription& gpu, const std::string& library,
                                     const CudaKernelInventory& inventory) {
   const std::string arch = "sm_" + std::to_string(gpu.major) + std::to_string(gpu.minor);
-  const auto describe = [](const CudaConfig& c) {
-    return "LibTorch " + c.torch_version + " with CUDA " + c.cuda_version + ", kernels " +
-           c.inventory().common_images();
-  };
   std::vector<std::string> fits;
   std::vector<std::string> all;
   for (const CudaConfig& c : cuda_configs()) {
-    all.push_back(c.name + ": " + c.inventory().common_images());
+    const std::string kernels = c.inventory().common_images();
+    all.push_back(c.name + ": " + kernels);
     if (!c.runs_on(gpu.major, gpu.minor)) continue;
-    fits.push_back("dtrain's " + c.name + " configuration (" + describe(c) + "): the image " + c.image +
+    fits.push_back("dtrain's " + c.name + " configuration (LibTorch " + c.torch_version + " with CUDA " +
+                   c.cuda_version + ", kernels " + kernels + "): the image " + c.image() +
                    " (bash scripts/build_image.sh " + c.image_kind + ") or a build with bash scripts/build_cuda.sh " +
                    c.name);
   }

@@ -405,7 +405,7 @@ def main():
     # The renderers' image table is runtime/device/cuda_configs.cpp's, which the unit tests hold to the real
     # libraries: image kind, LibTorch and CUDA version, kernels.
     source = open(os.path.join(ROOT, "runtime", "device", "cuda_configs.cpp")).read()
-    configs = re.findall(r'\{"(\w+)", "([\d.]+)", "([\d.]+)", "[^"]+", "([\w-]+)", cubins\(\{([\d, ]+)\}\)\}', source)
+    configs = re.findall(r'\{"(\w+)", "([\d.]+)", "([\d.]+)", "([\w-]+)", cubins\(\{([\d, ]+)\}\)\}', source)
     from_source = {kind: {"libtorch": f"LibTorch {torch} with CUDA {cuda}",
                           "kernels": tuple(int(a) for a in kernels.split(", "))}
                    for _, torch, cuda, kind, kernels in configs}

@@ -37,6 +37,7 @@
 #include "runtime/util/activity.h"
 #include "runtime/util/cpu_budget.h"
 #include "runtime/util/error.h"
+#include "runtime/util/stop_signals.h"
 #include "runtime/util/strings.h"
 #include "runtime/util/timer.h"
 #include "workloads/registry.h"
@@ -252,6 +253,7 @@ int Job::run(int argc, char** argv) {
   const WaitOptions wait{cmd.config.comm.timeout_s, &activity_, {}};
   failure = agree(wait, [&] { check_same_configuration(mine, session_.broadcast(mine, 0, wait, "rank 0's configuration")); });
   if (failure.failed()) return fail_together(failure);
+  install_stop_signals(StopSignalOptions{cmd.config.checkpoint.on_usr1, cmd.config.checkpoint.stop_timeout_s});
   return train(cmd, *workload, backend, device, cuda_device);
 }
 
@@ -327,6 +329,7 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
     trainer->observe(*telemetry);
     trainer->observe(*resources);
     trainer->observe(*profile);
+    trainer->stop_on([] { return stop_signal(); });
   });
   if (!failure.failed()) failure = agree(wait, [&] { trainer->restore(); });
   if (failure.failed()) return fail_together(failure);
@@ -356,6 +359,10 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
   } catch (const NonFiniteError& e) {
     // Decided from values reduced over all ranks: every rank stops at the same step with this error.
     return fail_together(failure_from(e));
+  } catch (const StoppedBySignal& e) {
+    // Agreed at a step boundary, the checkpoint saved and the stop recorded by rank 0 (its console line).
+    stop_heartbeat();
+    return exit_code_of(e);
   }
   stop_heartbeat();
   return kExitSuccess;
@@ -496,6 +503,9 @@ constexpr const char* kDefaultWorkload = "mnist";
 
 int main(int argc, char** argv) {
   const dtrain::LauncherEnv launcher = dtrain::read_launcher_env(dtrain::process_environment());
+  // From here a stop signal waits for a step boundary (or the stop timeout) instead of killing the
+  // process: the defaults until the configuration is read.
+  dtrain::install_stop_signals(dtrain::StopSignalOptions{});
   dtrain::WorkloadRegistry registry;
   dtrain::register_builtin_workloads(registry);
   const dtrain::ConfigSchema schema(registry.config_fields(), kDefaultWorkload);

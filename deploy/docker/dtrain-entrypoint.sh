@@ -4,16 +4,56 @@
 #   dtrain-entrypoint worker           sshd as the current user on port 2222 (own config, host keys and
 #                                      pid file under $HOME), for the launcher's mpirun to reach
 #   dtrain-entrypoint launcher CMD...  waits until every host in the MPI hostfile resolves, then runs CMD
-#   dtrain-entrypoint CMD...           runs CMD (e.g. dtrain --help)
+#                                      (mpirun)
+#   dtrain-entrypoint CMD...           runs CMD (e.g. dtrain --help, torchrun ... dtrain)
 #
 # Any UID works: OpenShift runs containers with an arbitrary UID in group 0, which has no passwd entry
 # (ssh and Open MPI look the user up), so one is added (/etc/passwd is group-writable in the image) and
 # HOME is the group-writable /home/dtrain.
+#
+# Stopping: Kubernetes sends SIGTERM to a container's PID 1 only, terminationGracePeriodSeconds before
+# SIGKILL, and a PID 1 without a handler ignores it (bash running `time ...` does). So this script stays
+# PID 1, runs its command as a child, and hands a SIGTERM, SIGINT or SIGHUP on to the process that acts
+# on it: in a worker, the dtrain ranks its sshd started; in the launcher, mpirun as SIGUSR2 (which mpirun
+# relays to every rank at once, where it would answer SIGTERM with SIGKILL two seconds later); otherwise
+# torchrun's agent (it relays to its workers) or, without one, dtrain. The ranks finish their step, save
+# a checkpoint and exit 128 + the signal (docs/failures.md).
 set -euo pipefail
 export HOME=/home/dtrain
 if ! whoami >/dev/null 2>&1 && [ -w /etc/passwd ]; then
   echo "dtrain:x:$(id -u):$(id -g):dtrain:${HOME}:/bin/bash" >>/etc/passwd
 fi
+
+# Sends signal $1 to every process of this container whose command name is $2; fails if there is none.
+signal_named() {
+  local found=1 proc
+  for proc in /proc/[0-9]*; do
+    [ "$(cat "$proc/comm" 2>/dev/null)" = "$2" ] || continue
+    kill -s "$1" "${proc#/proc/}" 2>/dev/null && found=0
+  done
+  return $found
+}
+running() { local proc; for proc in /proc/[0-9]*; do [ "$(cat "$proc/comm" 2>/dev/null)" = "$1" ] && return 0; done; return 1; }
+
+# Runs "$@" as a child, calling `relay SIGNAL` for each SIGTERM, SIGINT or SIGHUP; exits with its status,
+# or 128 + the signal when the command stopped for the relayed one.
+got=0
+run_relaying() {
+  "$@" &
+  local child=$! status
+  trap 'got=15; relay TERM' TERM
+  trap 'got=2; relay INT' INT
+  trap 'got=1; relay HUP' HUP
+  set +e
+  while :; do
+    wait "$child"
+    status=$?
+    kill -0 "$child" 2>/dev/null || break
+  done
+  # mpirun relays SIGUSR2 (exit 140): report the signal the pod was sent.
+  if [ "$got" -ne 0 ] && [ "$status" -eq 140 ]; then exit $((128 + got)); fi
+  exit "$status"
+}
 
 role=${1:-}
 case "$role" in
@@ -44,7 +84,22 @@ CONFIG
     if [ "${DTRAIN_SSHD_CHECK:-0}" = 1 ]; then
       exec /usr/sbin/sshd -t -f "$HOME/.sshd_config"  # validate the configuration only
     fi
-    exec /usr/sbin/sshd -De -f "$HOME/.sshd_config"
+    # The ranks run in sshd's sessions: when this PID 1 exits, the kernel kills them. So on a signal the
+    # ranks get it, and the pod lives until they are done (or the grace period ends).
+    /usr/sbin/sshd -De -f "$HOME/.sshd_config" &
+    sshd=$!
+    stopping=0
+    trap 'stopping=1; signal_named TERM dtrain || true' TERM INT HUP
+    set +e
+    while :; do
+      wait "$sshd"
+      status=$?
+      [ "$stopping" = 1 ] && break
+      kill -0 "$sshd" 2>/dev/null || exit "$status"
+    done
+    while running dtrain; do sleep 0.2; done
+    kill "$sshd" 2>/dev/null
+    exit 0
     ;;
   launcher)
     shift
@@ -67,12 +122,14 @@ CONFIG
       echo "dtrain-entrypoint: all $(awk '!/^#/ && NF' "$hostfile" | wc -l) hosts in $hostfile resolve"
     fi
     [ $# -gt 0 ] || { echo "dtrain-entrypoint: launcher needs a command" >&2; exit 2; }
-    exec "$@"
+    relay() { signal_named USR2 mpirun || signal_named "$1" dtrain || true; }
+    run_relaying "$@"
     ;;
   "")
     exec dtrain --help
     ;;
   *)
-    exec "$@"
+    relay() { signal_named "$1" torchrun || signal_named "$1" dtrain || true; }
+    run_relaying "$@"
     ;;
 esac

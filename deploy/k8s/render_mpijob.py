@@ -52,6 +52,16 @@ class UsageError(Exception):
     pass
 
 
+# Of a pod's grace period, the seconds left after dtrain's --stop-timeout-s: the ranks' exit, mpirun's or
+# torchrun's own, the container's end.
+STOP_MARGIN_S = 10
+
+
+def stop_args(args):
+    """dtrain's flags for the pods' grace period (docs/failures.md, "Signals")."""
+    return ["--stop-timeout-s", str(args.grace_s - STOP_MARGIN_S)]
+
+
 def add_common_arguments(p, workers_help, batch_help, name_help):
     """The arguments every job renderer takes: platform, pods and GPUs, workload, image, resources."""
     p.add_argument("--platform", required=True, help="|".join(PLATFORMS))
@@ -70,6 +80,10 @@ def add_common_arguments(p, workers_help, batch_help, name_help):
     p.add_argument("--cpu", default="", help="CPU request per worker, e.g. 8 (default: none)")
     p.add_argument("--memory", default="", help="memory request per worker, e.g. 32Gi (default: none)")
     p.add_argument("--shm", default="8Gi", help="size limit of /dev/shm (NCCL fails with the 64 MB default)")
+    p.add_argument("--grace-s", type=int, default=60,
+                   help="seconds from a pod's SIGTERM (deletion, eviction, preemption) to its SIGKILL: the pods' "
+                        "terminationGracePeriodSeconds; dtrain gets all but 10 of them to save a checkpoint and "
+                        "stop (--stop-timeout-s)")
 
 
 def parse_args(argv):
@@ -100,6 +114,9 @@ def check_common(args):
                          f"{args.gpus_per_worker} GPUs per worker)")
     if args.epochs < 1:
         raise UsageError(f"--epochs must be at least 1, got {args.epochs}")
+    if args.grace_s < STOP_MARGIN_S + 5:
+        raise UsageError(f"--grace-s must be at least {STOP_MARGIN_S + 5} (dtrain needs time to save a checkpoint "
+                         f"and stop), got {args.grace_s}")
     if args.batch_size < 1:
         raise UsageError(f"--batch-size must be at least 1, got {args.batch_size}")
     if not re.match(r"^[a-z0-9][a-z0-9_.-]*$", args.workload):
@@ -213,7 +230,8 @@ def mpirun_command(args, ranks):
         mpirun += ["-x", var["name"]]
     device = ["--device", "cuda", "--backend", "nccl"] if args.gpus_per_worker > 0 else ["--device", "cpu", "--backend", "mpi"]
     dtrain = ["dtrain", "--workload", args.workload, "--epochs", str(args.epochs), "--batch-size", str(args.batch_size),
-              *device, "--log-dir", f"{HOME}/dtrain-logs", "--checkpoint-dir", f"{HOME}/dtrain-checkpoints"]
+              *device, "--log-dir", f"{HOME}/dtrain-logs", "--checkpoint-dir", f"{HOME}/dtrain-checkpoints",
+              *stop_args(args)]
     dtrain += shlex.split(args.dtrain_args)
     # bash's `time` keyword prints the `real` line the analysis tools look for.
     return ["bash", "-c", "time " + shlex.join(mpirun + dtrain)]
@@ -265,6 +283,8 @@ def render(args):
         worker["resources"] = resources(args)
     worker_pod = {
         "securityContext": pod_security,
+        # On a SIGTERM the entrypoint hands it to the ranks, which save a checkpoint and stop within it.
+        "terminationGracePeriodSeconds": args.grace_s,
         "containers": [worker],
         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": args.shm}}],
     }
@@ -289,7 +309,8 @@ def render(args):
                 "Launcher": {
                     "replicas": 1, "restartPolicy": "Never",
                     "template": {"metadata": {"labels": labels},
-                                 "spec": {"securityContext": pod_security, "containers": [launcher]}},
+                                 "spec": {"securityContext": pod_security, "terminationGracePeriodSeconds": args.grace_s,
+                                          "containers": [launcher]}},
                 },
                 "Worker": {
                     "replicas": args.workers, "restartPolicy": "Never",

@@ -22,7 +22,7 @@ import argparse
 import shlex
 import sys
 
-from render_mpijob import (HOME, NAME_RE, PLATFORMS, UsageError, add_common_arguments, check_common, check_name,
+from render_mpijob import (HOME, NAME_RE, PLATFORMS, UsageError, add_common_arguments, check_common, check_name, stop_args,
                            network_env, place_on_gpus, resources, run, security, to_yaml)
 
 MODES = ("elastic", "plain")
@@ -81,7 +81,7 @@ def check(args):
 def dtrain_command(args):
     device = ["--device", "cuda", "--backend", "nccl"] if args.gpus_per_worker > 0 else ["--device", "cpu", "--backend", "gloo"]
     dtrain = ["dtrain", "--workload", args.workload, "--epochs", str(args.epochs), "--batch-size", str(args.batch_size),
-              *device, "--log-dir", f"{HOME}/dtrain-logs", "--checkpoint-dir", CHECKPOINTS]
+              *device, "--log-dir", f"{HOME}/dtrain-logs", "--checkpoint-dir", CHECKPOINTS, *stop_args(args)]
     if args.mode == "elastic":
         dtrain += ["--checkpoint-every-steps", str(args.checkpoint_every_steps)]
         # The operator's PET_* variables give torchrun --nnodes, --nproc_per_node, the rendezvous and restarts.
@@ -112,7 +112,9 @@ def pod_template(args, labels):
     if args.checkpoint_pvc:
         container["volumeMounts"].append({"name": "checkpoints", "mountPath": CHECKPOINTS})
         volumes.append({"name": "checkpoints", "persistentVolumeClaim": {"claimName": args.checkpoint_pvc}})
-    pod = {"securityContext": pod_security, "containers": [container], "volumes": volumes}
+    # On a SIGTERM the entrypoint hands it to torchrun (or dtrain); the ranks save a checkpoint and stop.
+    pod = {"securityContext": pod_security, "terminationGracePeriodSeconds": args.grace_s, "containers": [container],
+           "volumes": volumes}
     place_on_gpus(args, pod)
     return {"metadata": {"labels": labels}, "spec": pod}
 

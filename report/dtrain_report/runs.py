@@ -53,6 +53,7 @@ class Run:
     samples: list = field(default_factory=list)
     profiles: list = field(default_factory=list)  # `profile` records, with "table_rows" read from the CSV
     errors: list = field(default_factory=list)  # `error` records
+    stops: list = field(default_factory=list)  # `stopped` records: a signal ended the run (or a part of it)
     warnings: list = field(default_factory=list)  # what could not be read
     tensorboard: bool = False  # read from a TensorBoard directory alone
 
@@ -190,6 +191,8 @@ def read_events(path, run):
             run.profiles.append(read_profile(path.parent, record, run))
         elif kind == "error":
             run.errors.append(record)
+        elif kind == "stopped":
+            run.stops.append(record)
     if bad:
         run.warnings.append(f"{path}: {bad} line(s) are not JSON and were skipped")
 

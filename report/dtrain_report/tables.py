@@ -127,7 +127,8 @@ def computed_columns(run):
     row["precision"] = train.get("precision", "")
     row["batch_size"] = number(train.get("batch_size"))
     row["global_batch"] = row["batch_size"] * number(row["world_size"])
-    row["result"] = run.result.get("result") or ("failed" if run.errors else ("succeeded" if end else "unknown"))
+    stopped = f"stopped by {run.stops[-1].get('signal')}" if run.stops else "unknown"
+    row["result"] = run.result.get("result") or ("failed" if run.errors else ("succeeded" if end else stopped))
     row["exit_code"] = number(run.result.get("exit_code"))
     # Wall time as the studies measure it: bash time's `real` of the launch, else the runner's clock,
     # else dtrain's own total.

@@ -132,6 +132,10 @@ struct CheckpointOptions {
   // Rank 0 also keeps the newest checkpoint here, in memory (a tmpfs), for restarts on the same node
   // (see memory_checkpoint_dir); empty: not.
   std::string memory_dir = "/dev/shm";
+  // SIGTERM, SIGINT, SIGHUP and SIGUSR2 stop the run at the next step boundary with a checkpoint there
+  // (stop_signals.h); SIGUSR1 too when on_usr1. After stop_timeout_s the process exits at once.
+  bool on_usr1 = false;
+  double stop_timeout_s = 25.0;
 };
 
 // The options a workload declares itself (biggan.d_steps): one struct of the workload's own per section

@@ -506,6 +506,15 @@ std::vector<ConfigField> build_fields() {
                            "and a restart on that node resumes from it without reading the disk (empty = not)",
                            [](TrainConfig& c) -> std::string& { return c.checkpoint.memory_dir; }, true));
   f.back().per_node = true;
+  f.push_back(bool_field("checkpoint.on_usr1", "checkpoint-on-usr1",
+                         "SIGUSR1 also stops the run with a checkpoint, as SIGTERM does (Slurm's "
+                         "--signal=USR1@<seconds> before the time limit); exit status 138",
+                         [](TrainConfig& c) -> bool& { return c.checkpoint.on_usr1; }));
+  f.push_back(float_field("checkpoint.stop_timeout_s", "stop-timeout-s",
+                          "after SIGTERM, SIGINT, SIGHUP or SIGUSR2 the ranks finish their step, save a checkpoint "
+                          "and exit 128+signal; past this many seconds they exit at once, keeping the previous "
+                          "checkpoint (keep it below the launcher's grace: Kubernetes 30 s, Slurm KillWait, torchrun 30 s)",
+                          [](TrainConfig& c) -> double& { return c.checkpoint.stop_timeout_s; }, 1.0, true, 86400.0));
   return f;
 }
 

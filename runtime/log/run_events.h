@@ -63,6 +63,19 @@ struct CheckpointRecord {
   double wait_s = 0.0;        // of save_s: waiting for the previous checkpoint's persist to finish
 };
 
+// A run stopped by a signal (stop_signals.h) at a step boundary all ranks agreed on.
+struct StopRecord {
+  std::string signal;          // "SIGTERM"
+  int signal_number = 0;
+  int rank = 0;                // the lowest rank that received it (others may have too)
+  int64_t epoch = 0;           // the epoch in progress (or just ended, when step == 0)
+  int64_t step = 0;            // its optimizer steps taken; 0: stopped at the epoch's end (or before training)
+  int64_t epoch_samples = 0;   // its global samples trained
+  std::string checkpoint;      // the checkpoint a --resume continues from ("" when none was saved)
+  bool saved = false;          // this stop saved `checkpoint` (false: an earlier one, or none, holds the state)
+  double stop_s = 0.0;         // rank 0: from its signal (or its learning of the stop) to the checkpoint on disk
+};
+
 // Where a resumed run continued, and what the interruption cost.
 struct ResumeRecord {
   std::string checkpoint;

@@ -320,6 +320,32 @@ void RunLogger::checkpoint_written(const CheckpointRecord& checkpoint) {
   write_event(record);
 }
 
+void RunLogger::stopped(const StopRecord& r) {
+  if (!is_root_) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  meter_->clear();
+  const std::string where =
+      r.step > 0 ? "in epoch " + std::to_string(r.epoch) + " after step " + std::to_string(r.step)
+                 : (r.epoch > 0 ? "after epoch " + std::to_string(r.epoch) : "before training");
+  out_ << "stopped by " << r.signal << " (rank " << r.rank << ") " << where << ": ";
+  if (r.saved) out_ << "checkpoint " << r.checkpoint << " saved; --resume continues there\n";
+  else if (!r.checkpoint.empty()) out_ << "nothing new to save; --resume continues from " << r.checkpoint << "\n";
+  else out_ << "no checkpoint saved (checkpoint.enabled is false)\n";
+  flush_console();
+  JsonRecord record = event("stopped");
+  record["signal"] = r.signal;
+  record["signal_number"] = r.signal_number;
+  record["rank"] = r.rank;
+  record["epoch"] = r.epoch;
+  record["step"] = r.step;
+  record["epoch_samples"] = r.epoch_samples;
+  record["checkpoint"] = r.checkpoint.empty() ? JsonRecord() : JsonRecord(r.checkpoint);
+  record["saved"] = r.saved;
+  record["stop_s"] = r.stop_s;
+  write_event(record);
+  events_->sync();
+}
+
 void RunLogger::resumed(const ResumeRecord& r) {
   if (!is_root_) return;
   std::lock_guard<std::mutex> lock(mutex_);

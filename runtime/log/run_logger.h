@@ -56,6 +56,8 @@ class RunLogger final {
   void profile_written(const ProfileRecord& record);
   void checkpoint_written(const CheckpointRecord& record);  // inside an epoch
   void resumed(const ResumeRecord& record);
+  // The run stopped for a signal: a console line and a `stopped` record, synced.
+  void stopped(const StopRecord& record);
 
   // One `sample` record per entry of `samples`, rank `rank`'s resource use over time.
   void resource_samples(int rank, const std::vector<ResourceSample>& samples);

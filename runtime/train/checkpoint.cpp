@@ -457,6 +457,22 @@ std::string Checkpointer::persist(CheckpointSnapshot snapshot) {
   return snapshot.path_;
 }
 
+int remove_partial_checkpoints(const std::string& dir) {
+  int removed = 0;
+  std::error_code ec;
+  const std::string temp_suffix = std::string(kSuffix) + ".tmp";
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(kPrefix, 0) != 0 || name.size() <= temp_suffix.size() ||
+        name.compare(name.size() - temp_suffix.size(), temp_suffix.size(), temp_suffix) != 0) {
+      continue;
+    }
+    std::error_code remove_ec;
+    if (fs::remove(entry.path(), remove_ec)) ++removed;
+  }
+  return removed;
+}
+
 std::string memory_checkpoint_dir(const CheckpointOptions& options) {
   if (options.memory_dir.empty() || options.dir.empty()) return "";
   std::error_code ec;

@@ -145,4 +145,8 @@ std::string memory_checkpoint_dir(const CheckpointOptions& options);
 // Removes that directory (at the end of a run, or when a run fails with no restart to come). Best effort.
 void remove_memory_checkpoints(const CheckpointOptions& options);
 
+// Removes the temporary files of checkpoint writes that never finished (checkpoint-epoch-*.pt.tmp: a
+// process killed while writing) from `dir`, which this process has locked. Returns how many.
+int remove_partial_checkpoints(const std::string& dir);
+
 }  // namespace dtrain

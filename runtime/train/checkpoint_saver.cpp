@@ -99,6 +99,10 @@ void CheckpointSaver::poll() {
   if (writer_.joinable() && done_.load()) wait_and_log();
 }
 
+void CheckpointSaver::flush() {
+  if (writer_.joinable()) wait_and_log();
+}
+
 void CheckpointSaver::finish() {
   if (writer_.joinable()) wait_and_log();
   // The run is over: nothing will restart from the copy in memory, and the disk holds the last state.

@@ -40,6 +40,9 @@ class CheckpointSaver final {
   std::string take(const CheckpointMeta& meta, const std::vector<TrainedModule>& modules);
   // Rank 0, between steps: logs a persist that finished; rethrows the error of one that failed.
   void poll();
+  // Waits for the persist in flight, logs it, and rethrows its error (a run that stops with its state
+  // saved for a restart).
+  void flush();
   // Waits for the persist in flight, logs it, and rethrows its error; then removes rank 0's copy in
   // memory (checkpoint.memory_dir): before a run that trained to its end reports that end.
   void finish();

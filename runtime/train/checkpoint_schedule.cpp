@@ -14,21 +14,46 @@ constexpr int64_t kCheckpointClockSteps = 10;
 
 }  // namespace
 
-CheckpointSchedule::CheckpointSchedule(const CheckpointOptions& options, Communicator& comm)
-    : options_(options), comm_(comm) {}
+CheckpointSchedule::CheckpointSchedule(const CheckpointOptions& options, Communicator& comm, int64_t check_steps)
+    : options_(options), comm_(comm), check_steps_(std::max<int64_t>(1, check_steps)) {}
 
 bool CheckpointSchedule::inside_epochs() const {
   return options_.enabled && (options_.every_steps > 0 || options_.every_s > 0);
 }
 
-bool CheckpointSchedule::due_after_step() {
-  if (!inside_epochs()) return false;
+StepDecision CheckpointSchedule::after_step() {
   ++steps_since_checkpoint_;
-  if (options_.every_steps > 0 && steps_since_checkpoint_ >= options_.every_steps) return true;
-  if (options_.every_s <= 0 || steps_since_checkpoint_ % kCheckpointClockSteps != 0) return false;
-  at::Tensor due = at::full({1}, comm_.is_root() && clock_.elapsed_s() - last_checkpoint_s_ >= options_.every_s ? 1 : 0, at::kLong);
-  comm_.broadcast(due, 0);
-  return due.item<int64_t>() != 0;
+  ++steps_since_agreement_;
+  const bool clock = inside_epochs() && options_.every_s > 0;
+  StepDecision decision;
+  if (clock || local_signal_) {
+    const int64_t every = local_signal_ ? check_steps_ : kCheckpointClockSteps;
+    if (steps_since_agreement_ >= every) decision = agree(clock);
+  }
+  if (inside_epochs() && options_.every_steps > 0 && steps_since_checkpoint_ >= options_.every_steps) {
+    decision.checkpoint = true;
+  }
+  return decision;
+}
+
+StepDecision CheckpointSchedule::agree_stop() { return local_signal_ ? agree(false) : StepDecision{}; }
+
+StepDecision CheckpointSchedule::agree(bool clock) {
+  steps_since_agreement_ = 0;
+  at::Tensor mine = at::zeros({2}, at::kLong);
+  mine[0] = local_signal_ ? local_signal_() : 0;
+  mine[1] = clock && comm_.is_root() && clock_.elapsed_s() - last_checkpoint_s_ >= options_.every_s ? 1 : 0;
+  const at::Tensor all = comm_.allgather(mine).contiguous();
+  const int64_t* values = all.data_ptr<int64_t>();
+  StepDecision decision;
+  decision.checkpoint = values[1] != 0;
+  for (int rank = 0; rank < comm_.world_size(); ++rank) {
+    if (values[2 * rank] == 0) continue;
+    decision.stop_signal = static_cast<int>(values[2 * rank]);
+    decision.stop_rank = rank;
+    break;
+  }
+  return decision;
 }
 
 void CheckpointSchedule::saved() {

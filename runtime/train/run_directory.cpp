@@ -102,7 +102,10 @@ std::unique_ptr<RunDirectory> RunDirectory::open(const TrainConfig& config, doub
     throw ConfigError("checkpoint.dir '" + run->checkpoint_dir_ + "' exists but is not a directory");
   }
   create_directories(run->checkpoint_dir_, "checkpoint.dir");
-  if (!shared_checkpoints) return run;
+  if (!shared_checkpoints) {
+    run->remove_partial_checkpoints();
+    return run;
+  }
   run->checkpoint_lock_ = DirectoryLock::try_lock(run->checkpoint_dir_, lock_wait_s, holder);
   if (!run->checkpoint_lock_) {
     throw ConfigError("checkpoint.dir '" + ck.dir + "' is in use by another dtrain" +
@@ -117,7 +120,15 @@ std::unique_ptr<RunDirectory> RunDirectory::open(const TrainConfig& config, doub
                         "another --checkpoint-dir");
     }
   }
+  run->remove_partial_checkpoints();
   return run;
+}
+
+void RunDirectory::remove_partial_checkpoints() {
+  const int removed = dtrain::remove_partial_checkpoints(checkpoint_dir_);
+  if (removed == 0) return;
+  note_ += std::string(note_.empty() ? "" : "\n") + "removed " + std::to_string(removed) +
+           " partial checkpoint file(s) (*.pt.tmp) from " + checkpoint_dir_ + ", left by a write that never finished";
 }
 
 }  // namespace dtrain

@@ -34,6 +34,8 @@ class RunDirectory final {
 
  private:
   RunDirectory() = default;
+  // Under the directory's lock: removes what killed checkpoint writes left, and says so in note_.
+  void remove_partial_checkpoints();
 
   std::string path_;
   std::string name_;

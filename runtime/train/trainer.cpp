@@ -14,6 +14,7 @@
 #include "runtime/train/optimizer_factory.h"
 #include "runtime/util/check.h"
 #include "runtime/util/process_stats.h"
+#include "runtime/util/stop_signals.h"
 #include "runtime/util/strings.h"
 #include "runtime/util/timer.h"
 
@@ -74,7 +75,8 @@ Trainer::Trainer(const TrainConfig& config, const Workload& workload, Communicat
              }),
       seed_(config.train.seed),
       activity_(activity),
-      schedule_(config_.checkpoint, comm_),
+      // A host-side collective every step would make a GPU's steps wait for the host.
+      schedule_(config_.checkpoint, comm_, device.is_cuda() ? 10 : 1),
       saver_(config_.checkpoint, comm_, logger_) {
   data_ = workload_.load_data(config_);
   DTRAIN_CHECK(data_.train && data_.test, Error, "workload '" << workload_.name() << "' loaded no dataset");
@@ -170,7 +172,7 @@ std::string Trainer::save_checkpoint(const CheckpointMeta& meta) {
   return path;
 }
 
-void Trainer::save_mid_epoch(int64_t epoch, int64_t steps_done, const MetricSums& epoch_sums, int64_t samples_seen) {
+std::string Trainer::save_mid_epoch(int64_t epoch, int64_t steps_done, const MetricSums& epoch_sums, int64_t samples_seen) {
   set_phase(Phase::kCheckpointing, epoch, steps_done);
   MetricSums counts({"train_samples"}, at::TensorOptions(at::kCPU));
   counts.add("train_samples", at::tensor(static_cast<double>(samples_seen), at::kDouble), static_cast<double>(samples_seen));
@@ -180,9 +182,36 @@ void Trainer::save_mid_epoch(int64_t epoch, int64_t steps_done, const MetricSums
   meta.epoch_steps = steps_done / config_.train.accumulate;
   meta.partial_train = reduced[0];
   meta.partial_samples = static_cast<int64_t>(reduced[1].all().front().weight);
-  save_checkpoint(meta);
+  const std::string path = save_checkpoint(meta);
   schedule_.mark_progress(epoch, meta.epoch_samples);
   set_phase(Phase::kTraining, epoch, steps_done);
+  return path;
+}
+
+void Trainer::stop(const StepDecision& decision, StopRecord record, const EpochRun* run, int64_t steps_done) {
+  Stopwatch watch;
+  record.signal = signal_name(decision.stop_signal);
+  record.signal_number = decision.stop_signal;
+  record.rank = decision.stop_rank;
+  if (run != nullptr) {
+    record.epoch = run->epoch;
+    record.step = steps_done / config_.train.accumulate;
+    record.epoch_samples = std::min(data_.train->size(), steps_done * config_.train.batch_size * comm_.world_size());
+    if (config_.checkpoint.enabled) record.checkpoint = save_mid_epoch(run->epoch, steps_done, run->epoch_sums, run->samples_seen);
+    record.saved = config_.checkpoint.enabled;
+  }
+  set_phase(Phase::kFinishing, record.epoch, steps_done);
+  saver_.flush();  // rank 0: the checkpoint is on disk, or its failure ends the run here
+  if (!record.saved && restored_) record.checkpoint = restored_->path;
+  // From the signal, where rank 0 received it; else from the step boundary where it learnt of it.
+  const double since_signal = seconds_since_stop_signal();
+  record.stop_s = since_signal > 0 && decision.stop_rank == 0 ? since_signal : watch.elapsed_s();
+  logger_.stopped(record);
+  // No rank leaves before rank 0's checkpoint and record are written: under mpirun, the first rank to
+  // exit ends the job.
+  comm_.barrier();
+  throw StoppedBySignal(decision.stop_signal,
+                        "stopped by " + record.signal + " (received by rank " + std::to_string(record.rank) + ")");
 }
 
 TrainResult Trainer::run(RunInfo info) {
@@ -205,6 +234,16 @@ TrainResult Trainer::run(RunInfo info) {
   start_run(info);
   TrainResult result;
   if (restored_ && first_epoch_ > config_.train.epochs) result.summary.final_test = report_finished_run();
+  // A signal that came during the start (loading data, reading the checkpoint) stops before training.
+  if (const StepDecision decision = schedule_.agree_stop(); decision.stop_signal != 0 && first_epoch_ <= config_.train.epochs) {
+    StopRecord where;
+    if (restored_) {
+      where.epoch = restored_->epoch + (restored_->epoch_samples > 0 ? 1 : 0);
+      where.step = restored_->epoch_steps;
+      where.epoch_samples = restored_->epoch_samples;
+    }
+    stop(decision, where);
+  }
   for (int64_t epoch = first_epoch_; epoch <= config_.train.epochs; ++epoch) result.epochs.push_back(run_epoch(epoch));
 
   set_phase(Phase::kFinishing, config_.train.epochs);
@@ -319,6 +358,17 @@ EpochStats Trainer::run_epoch(int64_t epoch) {
   stats.run_left_s = eta_->left_s();
   logger_.epoch_end(stats);
   for (RunObserver* o : observers_) o->epoch_ended(stats);
+  // A stop that came in the epoch's last step, its evaluation or its checkpoint: the epoch is complete.
+  if (epoch < config_.train.epochs) {
+    if (const StepDecision decision = schedule_.agree_stop(); decision.stop_signal != 0) {
+      StopRecord where;
+      where.epoch = epoch;
+      where.epoch_samples = stats.train_samples;
+      where.checkpoint = stats.checkpoint_path;
+      where.saved = config_.checkpoint.enabled;
+      stop(decision, where);
+    }
+  }
   return stats;
 }
 
@@ -414,7 +464,12 @@ void Trainer::train_step(EpochRun& run, int64_t step, const Batch& batch, EpochS
     run.group_sums.zero();
     run.group_samples = 0;
     saver_.poll();
-    if (step + 1 < run.steps && schedule_.due_after_step()) save_mid_epoch(run.epoch, step + 1, run.epoch_sums, run.samples_seen);
+    const StepDecision decision = schedule_.after_step();
+    // At the epoch's last step the stop waits for the epoch's end (its evaluation and checkpoint).
+    if (step + 1 < run.steps) {
+      if (decision.stop_signal != 0) stop(decision, StopRecord{}, &run, step + 1);
+      if (decision.checkpoint) save_mid_epoch(run.epoch, step + 1, run.epoch_sums, run.samples_seen);
+    }
   }
   const int64_t check_every = config_.log.interval > 0 ? config_.log.interval : kNonFiniteCheckSteps;
   if (device_.is_cuda() && (step + 1) % check_every == 0) check_device_flag(run.epoch);

@@ -56,6 +56,12 @@ class Trainer final {
   // Adds an observer (kept by reference: it must outlive run()); hooks run in the order of the calls.
   void observe(RunObserver& observer);
 
+  // Set alike on every rank before run(): where this rank learns of a stop signal it received (0: none;
+  // stop_signals.h). The ranks agree on it at step boundaries (every optimizer step on a CPU, every 10 on
+  // a GPU), at epoch ends and before training; there rank 0 saves a checkpoint of that point, records
+  // the stop, and run() throws StoppedBySignal on every rank once the checkpoint is on disk.
+  void stop_on(std::function<int()> local_signal) { schedule_.stop_on(std::move(local_signal)); }
+
   // Collective: with checkpoint.resume, loads the newest checkpoint of checkpoint.dir on every rank (every
   // module and optimizer; inside an epoch, also its position). Then splits the batch over this world
   // (train.elastic_batch global: the global batch of train.global_batch_size, else the checkpoint's, else
@@ -103,8 +109,14 @@ class Trainer final {
   // the count towards the next one. Returns its path ("" on ranks > 0).
   std::string save_checkpoint(const CheckpointMeta& meta);
   // Collective: a checkpoint of epoch `epoch` after `steps_done` of its micro-steps (whole optimizer
-  // steps), with the epoch's training metrics so far.
-  void save_mid_epoch(int64_t epoch, int64_t steps_done, const MetricSums& epoch_sums, int64_t samples_seen);
+  // steps), with the epoch's training metrics so far. Returns its path ("" on ranks > 0).
+  std::string save_mid_epoch(int64_t epoch, int64_t steps_done, const MetricSums& epoch_sums, int64_t samples_seen);
+  // Collective: ends the run for `decision`'s stop signal at the step boundary every rank is at. Inside an
+  // epoch (`run` given, after `steps_done` micro-steps) it first saves a checkpoint there; elsewhere
+  // `where` says the position and the checkpoint already written for it (an epoch end's), if any. Waits
+  // until rank 0's checkpoint is on disk, records the stop, and throws StoppedBySignal.
+  [[noreturn]] void stop(const StepDecision& decision, StopRecord where, const EpochRun* run = nullptr,
+                         int64_t steps_done = 0);
   MetricSums evaluate(int64_t epoch);  // with the live progress of "evaluation <epoch>/<epochs>"
   int64_t eval_samples() const;  // test samples evaluated after each epoch (train.eval_samples)
   // Image batches in NHWC order with train.channels_last; other inputs as they are.

@@ -16,6 +16,7 @@ int exit_code_of(const std::exception& error) {
   if (dynamic_cast<const NonFiniteError*>(&error) != nullptr) return kExitNonFinite;
   if (dynamic_cast<const IoError*>(&error) != nullptr) return kExitIo;
   if (dynamic_cast<const CommError*>(&error) != nullptr) return kExitComm;
+  if (const auto* stopped = dynamic_cast<const StoppedBySignal*>(&error)) return kExitSignalBase + stopped->signal();
   return kExitFailure;
 }
 

@@ -18,6 +18,9 @@ constexpr int kExitData = 3;       // a missing, malformed or mismatched dataset
 constexpr int kExitNonFinite = 4;  // the loss or the gradients became NaN or infinite
 constexpr int kExitIo = 5;         // a log, result or checkpoint could not be written
 constexpr int kExitComm = 6;       // a collective failed or timed out: a peer is dead, stuck or unreachable
+// 128 + N: stopped by signal N (SIGTERM 143, SIGINT 130, SIGHUP 129, SIGUSR1 138, SIGUSR2 140) after
+// saving a checkpoint, as a shell reports a process the signal ended; --resume continues there.
+constexpr int kExitSignalBase = 128;
 
 // Where an error happened: the rank and job size, and the host where the machine matters (GPU and NCCL
 // errors). Errors carry it as data, so code that handles them reads the rank instead of parsing text.
@@ -75,6 +78,17 @@ class IoError : public Error {
 class NonFiniteError : public Error {
  public:
   using Error::Error;
+};
+
+// A stop signal reached a rank (stop_signals.h): every rank stopped at the same step boundary, after the
+// checkpoint of that point was saved. Not a failure of the run; it ends with kExitSignalBase + signal().
+class StoppedBySignal : public Error {
+ public:
+  StoppedBySignal(int signal, const std::string& message) : Error(message), signal_(signal) {}
+  int signal() const { return signal_; }
+
+ private:
+  int signal_;
 };
 
 // The exit status for an exception escaping a run: the kind's code, kExitFailure for anything else.

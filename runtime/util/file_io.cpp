@@ -4,7 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
+#include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 
@@ -38,7 +41,51 @@ void sync_directory(const std::string& dir) {
   ::close(fd);
 }
 
+// The temporary files being written, for unlink_files_being_written() in a signal handler: fixed slots
+// of plain memory (a handler may not allocate or lock). A slot is claimed (kClaimed), filled, published
+// (kReady) and released; the handler unlinks only published paths. More concurrent writes than slots
+// (the checkpoint writer, the memory copy and a few small notes are the most dtrain has at once) go
+// unregistered and may leave their `.tmp` on an abrupt exit, as before.
+constexpr int kFree = 0;
+constexpr int kClaimed = 1;
+constexpr int kReady = 2;
+struct TempSlot {
+  std::atomic<int> state{kFree};
+  char path[PATH_MAX];
+};
+std::array<TempSlot, 8> temp_slots;
+
+// Registers `temp` for the lifetime of the object.
+class TempRegistration final {
+ public:
+  explicit TempRegistration(const std::string& temp) {
+    if (temp.size() >= PATH_MAX) return;
+    for (TempSlot& slot : temp_slots) {
+      int expected = kFree;
+      if (!slot.state.compare_exchange_strong(expected, kClaimed)) continue;
+      std::memcpy(slot.path, temp.c_str(), temp.size() + 1);
+      slot.state.store(kReady);
+      slot_ = &slot;
+      return;
+    }
+  }
+  ~TempRegistration() {
+    if (slot_ != nullptr) slot_->state.store(kFree);
+  }
+  TempRegistration(const TempRegistration&) = delete;
+  TempRegistration& operator=(const TempRegistration&) = delete;
+
+ private:
+  TempSlot* slot_ = nullptr;
+};
+
 }  // namespace
+
+void unlink_files_being_written() noexcept {
+  for (TempSlot& slot : temp_slots) {
+    if (slot.state.load() == kReady) ::unlink(slot.path);
+  }
+}
 
 std::string errno_text(int code) { return std::strerror(code); }
 
@@ -65,6 +112,7 @@ std::string read_file(const std::string& path) {
 void write_file_atomically(const std::string& path, const std::string& bytes, Durability durability) {
   const bool sync = durability == Durability::kSynced;
   const std::string temp = path + ".tmp";
+  const TempRegistration registration(temp);
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw_io("create", temp, errno);
   try {

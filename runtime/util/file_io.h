@@ -25,6 +25,11 @@ enum class Durability { kSynced, kReplaced };
 void write_file_atomically(const std::string& path, const std::string& bytes,
                            Durability durability = Durability::kSynced);
 
+// Async-signal-safe: removes the temporary files of the write_file_atomically() calls in progress, so
+// that a process ending at once (a second stop signal, the stop timeout) leaves no partial `.tmp` beside
+// the files of record. Writes that start afterwards are not its concern: the process is about to _exit.
+void unlink_files_being_written() noexcept;
+
 // An append-only file written with write(2). No user-space buffer: each append() reaches the kernel
 // whole or throws, so a killed process loses nothing already appended and a full disk is noticed at
 // the append that hit it, not at exit.

@@ -116,6 +116,47 @@ grep -q '"bootstrap":"env","launcher":"torchrun' "$work"/logs/*/events.jsonl ||
   { echo "FAIL: torchrun.sbatch: no run log of a torchrun-bootstrapped run"; failures=$((failures + 1)); }
 grids=$(find "$work/logs" -path "*biggan*/samples/epoch-00000[12].png" | wc -l)
 [ "$grids" -eq 2 ] || { echo "FAIL: satori.sbatch: expected the sample grids of epochs 1 and 2, found $grids"; failures=$((failures + 1)); }
+# Signals as Slurm sends them (docs/failures.md, "Signals"). scancel: every task gets SIGTERM, the ranks
+# save a checkpoint and stop (exit 143). SIGUSR1 (what --signal=USR1@N sends before the time limit) with
+# --checkpoint-on-usr1: the ranks save and stop (exit 138), dtrain.sbatch requeues the job, and the
+# requeued job resumes there and finishes.
+wait_training() {  # wait_training LOGDIR: until a run under LOGDIR logs training progress (at most 120 s)
+  for _ in $(seq 480); do
+    cat "$1"/*/events.jsonl 2>/dev/null | grep -q '"event":"train_progress"' && return 0
+    sleep 0.25
+  done
+  return 1
+}
+wait_gone() { for _ in $(seq 300); do squeue -h -j "$1" 2>/dev/null | grep -q . || return 0; sleep 1; done; return 1; }
+signal_run=(--workload mnist --synthetic --epochs 2 --max-steps 150 --log-interval 10 --eval-samples 500 --progress off)
+cancelled=$(DTRAIN="$dtrain" sbatch --parsable --nodes=1 --ntasks-per-node=2 --gres=none --time=10 \
+  --output="$work/job-%j.out" deploy/slurm/dtrain.sbatch "${signal_run[@]}" --log-dir "$work/logs-term") ||
+  die "sbatch of the scancel job failed"
+wait_training "$work/logs-term" && scancel "$cancelled"
+wait_gone "$cancelled"
+stopped=$(cat "$work"/logs-term/*/events.jsonl 2>/dev/null | grep '"event":"stopped"')
+if echo "$stopped" | grep -q '"signal":"SIGTERM".*"saved":true' && ! find "$work/logs-term" -name '*.tmp' | grep -q .; then
+  echo "PASS: scancel: the ranks stopped with a checkpoint ($(echo "$stopped" | grep -o '"step":[0-9]*'))"
+else
+  echo "FAIL: scancel: no stop record with a saved checkpoint: '$stopped'"; cat "$work/job-$cancelled.out"
+  failures=$((failures + 1))
+fi
+requeued=$(DTRAIN="$dtrain" sbatch --parsable --requeue --nodes=1 --ntasks-per-node=2 --gres=none --time=10 \
+  --open-mode=append --output="$work/job-%j.out" deploy/slurm/dtrain.sbatch "${signal_run[@]}" --checkpoint-on-usr1 \
+  --log-dir "$work/logs-usr1") || die "sbatch of the SIGUSR1 job failed"
+wait_training "$work/logs-usr1" && scancel --signal=USR1 "$requeued"
+wait_gone "$requeued"
+state=$(scontrol show job "$requeued" 2>/dev/null | grep -o 'JobState=[A-Z]*' | cut -d= -f2)
+restarts=$(scontrol show job "$requeued" 2>/dev/null | grep -o 'Restarts=[0-9]*' | cut -d= -f2)
+kinds=$(cat "$work"/logs-usr1/*/events.jsonl 2>/dev/null | grep -oE '"event":"(stopped|resume|run_end)"' | cut -d'"' -f4 | tr '\n' ' ')
+if [ "$state" = COMPLETED ] && [ "$restarts" = 1 ] && [ "$kinds" = "stopped resume run_end " ] &&
+   grep -q '"event":"stopped".*"signal":"SIGUSR1"' "$work"/logs-usr1/*/events.jsonl; then
+  echo "PASS: SIGUSR1: stopped with a checkpoint, requeued, resumed and finished (state $state, restarts $restarts)"
+else
+  echo "FAIL: SIGUSR1 and requeue: state $state, restarts $restarts, records '$kinds'"; cat "$work/job-$requeued.out"
+  failures=$((failures + 1))
+fi
+
 # A study: two chained jobs into the study layout, then its report.
 study=$work/study-slurm
 if DTRAIN="$dtrain" bash deploy/slurm/run_study.sh --sizes 1 --reps 2 --out "$study" --ranks-per-node 2 --wait \

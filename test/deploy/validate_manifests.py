@@ -82,7 +82,29 @@ def operator_rules(what, job):
         fail(what, f"pod name {last_worker} is not a DNS-1035 label")
 
 
+def stop_contract(what, job):
+    """Every pod gives dtrain time to save a checkpoint and stop after a SIGTERM: a grace period longer
+    than the --stop-timeout-s its dtrain command gets (docs/failures.md, "Signals")."""
+    for role, r in replica_specs(job).items():
+        pod = r["template"]["spec"]
+        grace = pod.get("terminationGracePeriodSeconds")
+        if not isinstance(grace, int) or grace < 30:
+            fail(what, f"{role} needs terminationGracePeriodSeconds >= 30 (Kubernetes' default), got {grace}")
+            continue
+        args = pod["containers"][0].get("args", [])
+        words = shlex.split(args[2]) if len(args) > 2 else []
+        if "dtrain" not in words:  # an MPIJob's workers run sshd; their ranks come with the launcher's flags
+            continue
+        if "--stop-timeout-s" not in words:
+            fail(what, f"{role}: dtrain needs --stop-timeout-s within the pod's grace period")
+            continue
+        stop = float(words[words.index("--stop-timeout-s") + 1])
+        if not 0 < stop <= grace - 5:
+            fail(what, f"{role}: --stop-timeout-s {stop} leaves less than 5 s of the {grace} s grace period")
+
+
 def dtrain_contract(what, job, platform, workers, gpus, accelerator):
+    stop_contract(what, job)
     spec = job["spec"]
     slots = spec["slotsPerWorker"]
     if slots != max(1, gpus):
@@ -201,6 +223,7 @@ def webhook_rules(what, job):
 
 
 def pytorchjob_contract(what, job, platform, mode, workers, min_workers, gpus, accelerator):
+    stop_contract(what, job)
     spec = job["spec"]
     replicas = spec["pytorchReplicaSpecs"]
     for role, r in replicas.items():
@@ -427,7 +450,18 @@ def main():
     else:
         del failures[before:]
 
+    # A pod whose grace period would end before dtrain's stop timeout.
+    before = len(failures)
+    bad = render(["--platform", "usernetes", "--workers", "2", "--image", "x", "--grace-s", "60"])
+    bad["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["terminationGracePeriodSeconds"] = 40
+    stop_contract("self-check", bad)
+    if len(failures) == before:
+        fail("self-check", "the stop checks accepted a 40 s grace period for --stop-timeout-s 50")
+    else:
+        del failures[before:]
+
     broken = [
+        (["--platform", "usernetes", "--workers", "2", "--grace-s", "12"], "--grace-s must be at least 15"),
         (["--platform", "aks", "--workers", "2"], "unknown platform 'aks'; expected one of: gke, usernetes, openshift"),
         (["--platform", "gke", "--workers", "0", "--accelerator", "nvidia-l4"], "--workers must be at least 1, got 0"),
         (["--platform", "gke", "--workers", "2", "--accelerator", "nvidia-tesla-k99"],

@@ -2,6 +2,10 @@
 // write that fails leaves neither a partial file nor its temporary.
 #include "test/support/catch.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -10,6 +14,7 @@
 
 #include "runtime/util/error.h"
 #include "runtime/util/file_io.h"
+#include "runtime/util/stop_signals.h"
 #include "test/support/temp_dir.h"
 
 using namespace dtrain;
@@ -60,4 +65,35 @@ TEST_CASE("appends reach the file at once", "[io]") {
   log.append("two\n");
   log.sync();
   CHECK(contents(dir.file("events.jsonl")) == "one\ntwo\n");
+}
+
+TEST_CASE("a stop that cannot finish ends the process at its timeout and removes the write in progress", "[io][signals]") {
+  // The temporary is a FIFO that this test reads only 4 KiB of: the child's write blocks in the middle,
+  // as a checkpoint write to a slow disk would, when the stop signal comes.
+  test::TempDir dir;
+  const std::string path = dir.file("checkpoint.pt");
+  const std::string temp = path + ".tmp";
+  REQUIRE(::mkfifo(temp.c_str(), 0600) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    install_stop_signals(StopSignalOptions{false, 1.0});
+    try {
+      write_file_atomically(path, std::string(1 << 20, 'x'));
+    } catch (...) {
+    }
+    ::_exit(0);  // the write finished: the test fails below
+  }
+  const int fd = ::open(temp.c_str(), O_RDONLY);
+  REQUIRE(fd >= 0);
+  char buffer[4096];
+  REQUIRE(::read(fd, buffer, sizeof buffer) > 0);
+  ::kill(child, SIGTERM);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  ::close(fd);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 128 + SIGTERM);
+  CHECK_FALSE(std::filesystem::exists(std::filesystem::symlink_status(temp)));
+  CHECK_FALSE(std::filesystem::exists(path));
 }

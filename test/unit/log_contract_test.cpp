@@ -260,6 +260,17 @@ TEST_CASE("the RunLogger writes every record kind of the run log", "[log][contra
     logger.finished_run(classifier_epoch());
     logger.warning("rank 1 (node-1) sent no heartbeat for 30.0 s; it was training, epoch 2, step 17");
     logger.run_end(RunSummary{2, 25.5, classifier_epoch().test, {700LL << 20, 710LL << 20}});
+    StopRecord stopped;
+    stopped.signal = "SIGTERM";
+    stopped.signal_number = 15;
+    stopped.rank = 1;
+    stopped.epoch = 3;
+    stopped.step = 17;
+    stopped.epoch_samples = 2176;
+    stopped.checkpoint = run_dir + "/checkpoints/checkpoint-epoch-000003-step-00000017.pt";
+    stopped.saved = true;
+    stopped.stop_s = 0.25;
+    logger.stopped(stopped);
     ActivitySnapshot where;
     where.phase = Phase::kTraining;
     where.epoch = 3;
@@ -271,5 +282,5 @@ TEST_CASE("the RunLogger writes every record kind of the run log", "[log][contra
   for (std::string line; std::getline(in, line);) kinds.insert(JsonRecord::parse(line).at("event").get<std::string>());
   CHECK(kinds == std::multiset<std::string>{"run_start", "checkpoint", "resume", "sample", "sample", "train_progress", "profile",
                                             "epoch_end", "epoch_end", "samples", "finished_run", "warning",
-                                            "run_end", "error"});
+                                            "run_end", "stopped", "error"});
 }

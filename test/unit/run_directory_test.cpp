@@ -182,3 +182,24 @@ TEST_CASE("a directory lock waits for its holder, then names it", "[run_dir]") {
   first.reset();
   CHECK(DirectoryLock::try_lock(dir.path(), 0, holder));
 }
+
+TEST_CASE("a resumed run removes the partial checkpoint a killed write left, and keeps the whole ones", "[run_dir][checkpoint]") {
+  test::TempDir dir;
+  TrainConfig config = run_config(dir);
+  config.log.run_name = "job";
+  std::string checkpoints;
+  {
+    const auto first = RunDirectory::open(config, 0);
+    checkpoints = first->checkpoint_dir();
+  }
+  std::ofstream(checkpoints + "/checkpoint-epoch-000001.pt") << "a whole checkpoint";
+  std::ofstream(checkpoints + "/checkpoint-epoch-000002-step-00000040.pt.tmp") << "half a check";
+  std::ofstream(checkpoints + "/notes.tmp") << "not dtrain's";
+  config.checkpoint.resume = true;
+  const auto resumed = RunDirectory::open(config, 0);
+  REQUIRE(resumed->checkpoint_dir() == checkpoints);
+  CHECK(fs::exists(checkpoints + "/checkpoint-epoch-000001.pt"));
+  CHECK_FALSE(fs::exists(checkpoints + "/checkpoint-epoch-000002-step-00000040.pt.tmp"));
+  CHECK(fs::exists(checkpoints + "/notes.tmp"));
+  CHECK_THAT(resumed->note(), Contains("removed 1 partial checkpoint file(s) (*.pt.tmp) from " + checkpoints));
+}

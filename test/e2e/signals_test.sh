@@ -1,0 +1,234 @@
+#!/usr/bin/env bash
+# End-to-end tests of stopping for signals, as job systems send them (docs/failures.md, "Signals"):
+#   (a) SIGTERM to one rank under mpirun: every rank stops at the same step with a checkpoint there,
+#       exit 143, a `stopped` record; --resume continues at that step and finishes
+#   (b) SIGTERM to scripts/mpirun_local.sh: relayed as SIGUSR2 by mpirun at once, the script exits 143
+#   (c) SIGUSR1 (Slurm's --signal=USR1@N): kills without --checkpoint-on-usr1, stops with it (exit 138)
+#   (d) a stuck peer: the stop cannot finish, the signalled rank exits at once after
+#       --stop-timeout-s, earlier checkpoints intact, no .tmp
+#   (e) a second signal (after the first's 2-second window): the rank exits at once
+#   (f) SIGTERM to torchrun's agent: its workers stop with a checkpoint, a new torchrun resumes
+#   (g) SIGTERM to the image's entrypoint running torchrun as a pod's PID 1 would: relayed to the agent
+# Usage: signals_test.sh DTRAIN MPIEXEC [MPIEXEC_FLAGS]
+set -uo pipefail
+mpiexec=$2
+mpi_flags=${3:-}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+torchrun=${TORCHRUN:-/usr/bin/torchrun}
+work=$(mktemp -d)
+cleanup() {
+  pkill -9 -f "$work/" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+cd "$work"
+# A copy of the binary under this test's directory, so that cleanup finds every process it started.
+cp "$1" "$work/dtrain"
+dtrain=$work/dtrain
+if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+failures=0
+pass() { echo "PASS: $1"; }
+fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
+cpu=(--device cpu --backend mpi)
+# Two epochs of 100 steps (about 10 s each here): long enough to be signalled in the middle of one.
+train=(--workload mnist --synthetic --epochs 2 --max-steps 100 --log-interval 10 --eval-samples 500 --progress off)
+# Background jobs are started without `timeout`, which would take the signals meant for the launcher
+# (and die of SIGUSR1); ctest's timeout bounds the test. Each case ends by killing what is left of it.
+leftovers() { pkill -9 -f "$work/" 2>/dev/null; sleep 0.5; }
+
+# The pid of rank $2 among the processes of the binary $1 started by mpirun.
+rank_pid() {
+  local pid
+  for pid in $(pgrep -f "^$1 "); do
+    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then echo "$pid"; return 0; fi
+  done
+  return 1
+}
+# Waits up to 120 s until the run log under $1 has a train_progress record (training is under way).
+wait_training() {
+  for _ in $(seq 1 480); do
+    if cat "$1"/*/events.jsonl 2>/dev/null | grep -q '"event":"train_progress"'; then return 0; fi
+    sleep 0.25
+  done
+  return 1
+}
+# The `stopped` record of the run log under $1 as "SIGNAL RANK EPOCH STEP SAVED CHECKPOINT".
+stopped_record() {
+  /usr/bin/python3 - "$1" <<'PY'
+import glob, json, sys
+for path in glob.glob(sys.argv[1] + "/*/events.jsonl"):
+    for line in open(path):
+        r = json.loads(line)
+        if r["event"] == "stopped":
+            print(r["signal"], r["rank"], r["epoch"], r["step"], str(r["saved"]).lower(), r["checkpoint"])
+PY
+}
+no_tmp() { ! find "$1" -name '*.tmp' | grep -q .; }
+
+# --- (a) SIGTERM to one rank ---------------------------------------------------------------------------
+"$mpiexec" -np 2 $mpi_flags "$dtrain" "${cpu[@]}" "${train[@]}" --log-dir logs-a >a.out 2>&1 &
+job=$!
+wait_training logs-a && kill -TERM "$(rank_pid "$dtrain" 1)"
+wait "$job"
+rc=$?
+leftovers
+read -r sig rank epoch step saved checkpoint <<<"$(stopped_record logs-a)"
+if [ "$rc" -eq 143 ] && [ "$sig" = SIGTERM ] && [ "$rank" = 1 ] && [ "$epoch" = 1 ] && [ "${step:-0}" -gt 0 ] &&
+   [ "$saved" = true ] && [ -f "$checkpoint" ] && no_tmp logs-a &&
+   grep -q "stopped by SIGTERM (rank 1) in epoch 1 after step $step: checkpoint .* saved; --resume continues there" a.out &&
+   ! grep -q "dtrain: error" a.out; then
+  pass "SIGTERM to rank 1 under mpirun: both ranks stopped after step $step with a checkpoint there, exit 143"
+else
+  fail "SIGTERM to one rank (exit $rc, record '$sig $rank $epoch $step $saved $checkpoint')"; cat a.out
+fi
+timeout 300 "$mpiexec" -np 2 $mpi_flags "$dtrain" "${cpu[@]}" "${train[@]}" --log-dir logs-a --resume >a2.out 2>&1
+rc=$?
+# Rank 0's copy in memory (checkpoint.memory_dir) is the same checkpoint; the resume may read either.
+if [ "$rc" -eq 0 ] && grep -q "resumed epoch 1 at step $((step + 1)) from .*/$(basename "$checkpoint")" a2.out &&
+   [ "$(cat logs-a/*/events.jsonl | grep -c '"event":"run_end"')" -eq 1 ] &&
+   /usr/bin/python3 -c "
+import sys; sys.path.insert(0, '$root/report')
+from dtrain_report import formats
+problems, kinds = formats.schema_errors(sys.argv[1])
+assert not problems and kinds.count('stopped') == 1, (problems, kinds)" logs-a/*/events.jsonl; then
+  pass "--resume continues at step $((step + 1)) of epoch 1 and finishes; the run log fits the schema"
+else
+  fail "resume after the stop (exit $rc)"; cat a2.out
+fi
+
+# --- (b) SIGTERM to scripts/mpirun_local.sh --------------------------------------------------------------
+bash "$root/scripts/mpirun_local.sh" -np 2 "$dtrain" "${cpu[@]}" "${train[@]}" --log-dir logs-b >b.out 2>&1 &
+job=$!
+wait_training logs-b && kill -TERM "$job"
+wait "$job"
+rc=$?
+leftovers
+read -r sig rank epoch step saved checkpoint <<<"$(stopped_record logs-b)"
+if [ "$rc" -eq 143 ] && [ "$sig" = SIGUSR2 ] && [ "$saved" = true ] && [ -f "$checkpoint" ] && no_tmp logs-b; then
+  pass "SIGTERM to mpirun_local.sh reaches the ranks as SIGUSR2 at once: checkpoint after step $step, exit 143"
+else
+  fail "SIGTERM to mpirun_local.sh (exit $rc, record '$sig $rank $epoch $step $saved')"; cat b.out
+fi
+
+# --- (c) SIGUSR1, which mpirun relays as it is ----------------------------------------------------------
+"$mpiexec" -np 2 $mpi_flags "$dtrain" "${cpu[@]}" "${train[@]}" --log-dir logs-c1 >c1.out 2>&1 &
+job=$!
+wait_training logs-c1 && kill -USR1 "$job"
+wait "$job"
+rc=$?
+leftovers
+if [ "$rc" -ne 0 ] && [ -z "$(stopped_record logs-c1)" ]; then
+  pass "SIGUSR1 without --checkpoint-on-usr1 ends the run as it always did (exit $rc, no stop record)"
+else
+  fail "SIGUSR1 without the option (exit $rc)"; cat c1.out
+fi
+"$mpiexec" -np 2 $mpi_flags "$dtrain" "${cpu[@]}" "${train[@]}" --checkpoint-on-usr1 --log-dir logs-c2 >c2.out 2>&1 &
+job=$!
+wait_training logs-c2 && kill -USR1 "$job"
+wait "$job"
+rc=$?
+leftovers
+read -r sig rank epoch step saved checkpoint <<<"$(stopped_record logs-c2)"
+if [ "$rc" -eq 138 ] && [ "$sig" = SIGUSR1 ] && [ "$saved" = true ] && [ -f "$checkpoint" ]; then
+  pass "SIGUSR1 with --checkpoint-on-usr1: checkpoint after step $step, exit 138"
+else
+  fail "SIGUSR1 with the option (exit $rc, record '$sig $saved')"; cat c2.out
+fi
+
+# --- (d) a stuck peer: the stop timeout -----------------------------------------------------------------
+# Epoch-end checkpoints only: the one of epoch 1 must survive a stop that cannot finish in epoch 2.
+"$mpiexec" -np 2 $mpi_flags "$dtrain" "${cpu[@]}" "${train[@]}" --epochs 3 --stop-timeout-s 2 --log-dir logs-d >d.out 2>&1 &
+job=$!
+for _ in $(seq 1 480); do ls logs-d/*/checkpoints/checkpoint-epoch-000001.pt >/dev/null 2>&1 && break; sleep 0.25; done
+sleep 2  # into epoch 2
+rank0=$(rank_pid "$dtrain" 0)
+rank1=$(rank_pid "$dtrain" 1)
+kill -STOP "$rank1"
+kill -TERM "$rank0"
+start=$(date +%s.%N)
+for _ in $(seq 1 80); do kill -0 "$rank0" 2>/dev/null || break; sleep 0.1; done
+took=$(echo "$(date +%s.%N) - $start" | bc)
+kill -CONT "$rank1" 2>/dev/null
+wait "$job"
+rc=$?
+leftovers
+if ! kill -0 "$rank0" 2>/dev/null && [ "$(echo "$took < 5" | bc)" = 1 ] &&
+   grep -q "did not finish within checkpoint.stop_timeout_s: exiting at once; the newest complete checkpoint is kept" d.out &&
+   [ -f logs-d/*/checkpoints/checkpoint-epoch-000001.pt ] && no_tmp logs-d && [ -z "$(stopped_record logs-d)" ]; then
+  pass "a stop that cannot finish (rank 1 frozen) ends rank 0 after --stop-timeout-s 2 (${took} s); epoch 1's checkpoint kept"
+else
+  fail "stop timeout (rank 0 took ${took} s)"; cat d.out
+fi
+
+# --- (e) a second signal --------------------------------------------------------------------------------
+"$mpiexec" -np 2 $mpi_flags "$dtrain" "${cpu[@]}" "${train[@]}" --log-dir logs-e >e.out 2>&1 &
+job=$!
+wait_training logs-e
+rank0=$(rank_pid "$dtrain" 0)
+rank1=$(rank_pid "$dtrain" 1)
+kill -STOP "$rank1"
+kill -TERM "$rank0"
+sleep 0.5
+kill -TERM "$rank0"  # within 2 s of the first: a launcher's copy, ignored
+sleep 2.5
+alive_after_copy=$(kill -0 "$rank0" 2>/dev/null && echo yes || echo no)
+kill -TERM "$rank0"
+for _ in $(seq 1 30); do kill -0 "$rank0" 2>/dev/null || break; sleep 0.1; done
+alive_after_second=$(kill -0 "$rank0" 2>/dev/null && echo yes || echo no)
+kill -CONT "$rank1" 2>/dev/null
+wait "$job"
+rc=$?
+leftovers
+if [ "$alive_after_copy" = yes ] && [ "$alive_after_second" = no ] &&
+   grep -q "a second stop signal: exiting at once" e.out && no_tmp logs-e; then
+  pass "a copy of the signal within 2 s is ignored; a second signal 3 s later exits at once"
+else
+  fail "second signal (alive after the copy: $alive_after_copy, after the second: $alive_after_second)"; cat e.out
+fi
+
+# --- (f) SIGTERM to torchrun's agent, (g) to the entrypoint running it --------------------------------------
+if [ -x "$torchrun" ]; then
+  tr_flags=(--standalone --nproc_per_node 2 --redirects 1 --tee 1 --no_python)
+  gloo=(--device cpu --backend gloo --progress off)
+  "$torchrun" --log_dir tr-f "${tr_flags[@]}" "$dtrain" "${train[@]}" "${gloo[@]}" --log-dir logs-f >f.out 2>&1 &
+  job=$!
+  wait_training logs-f && kill -TERM "$job"
+  wait "$job"
+  rc=$?
+  leftovers
+  read -r sig rank epoch step saved checkpoint <<<"$(stopped_record logs-f)"
+  if [ "$sig" = SIGTERM ] && [ "$saved" = true ] && [ -f "$checkpoint" ] && no_tmp logs-f; then
+    pass "SIGTERM to torchrun's agent: its workers stopped after step $step with a checkpoint (torchrun exit $rc)"
+  else
+    fail "SIGTERM to torchrun (exit $rc, record '$sig $saved $checkpoint')"; tail -30 f.out
+  fi
+  timeout 300 "$torchrun" --log_dir tr-f2 "${tr_flags[@]}" "$dtrain" "${train[@]}" "${gloo[@]}" --log-dir logs-f --resume \
+    >f2.out 2>&1
+  rc=$?
+  if [ "$rc" -eq 0 ] && grep -q "resumed epoch 1 at step $((step + 1)) from .*/$(basename "$checkpoint")" f2.out; then
+    pass "a new torchrun with --resume continues at step $((step + 1))"
+  else
+    fail "torchrun resume after the stop (exit $rc)"; tail -30 f2.out
+  fi
+
+  # The image's entrypoint as a PyTorchJob runs it: `bash -c "time torchrun ..."`, signalled as PID 1 is.
+  command="time $(printf '%q ' "$torchrun" --log_dir tr-g "${tr_flags[@]}" "$dtrain" "${train[@]}" "${gloo[@]}" --log-dir logs-g)"
+  HOME=$work bash "$root/deploy/docker/dtrain-entrypoint.sh" bash -c "$command" >g.out 2>&1 &
+  job=$!
+  wait_training logs-g && kill -TERM "$job"
+  wait "$job"
+  rc=$?
+  leftovers
+  read -r sig rank epoch step saved checkpoint <<<"$(stopped_record logs-g)"
+  if [ "$sig" = SIGTERM ] && [ "$saved" = true ] && [ -f "$checkpoint" ] && grep -q "^real" g.out; then
+    pass "SIGTERM to the entrypoint reaches torchrun and its workers: checkpoint after step $step, \`time\` still reports (exit $rc)"
+  else
+    fail "SIGTERM to the entrypoint (exit $rc, record '$sig $saved')"; tail -30 g.out
+  fi
+else
+  echo "SKIP: no torchrun at $torchrun (Debian: python3-torch)"
+fi
+
+echo "$failures failure(s)"
+[ "$failures" -eq 0 ]

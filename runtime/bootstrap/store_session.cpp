@@ -9,7 +9,9 @@
 
 #include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <iostream>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -67,6 +69,58 @@ std::string resolution_problem(const std::string& host) {
          "); it must resolve on every node (DNS, or /etc/hosts in containers)";
 }
 
+// Waits, up to `deadline`, until `host` resolves here: a pod's DNS record can come after the pod. Says so
+// at once, once, on stderr, and returns "" when it resolves, else the last problem.
+std::string wait_for_resolution(const std::string& host, std::chrono::steady_clock::time_point deadline,
+                                const ErrorOrigin& origin, double timeout_s) {
+  std::string problem = resolution_problem(host);
+  if (problem.empty()) return "";
+  std::cerr << origin.prefix() << "dtrain: warning: " << problem << "; retrying until comm.timeout_s ("
+            << static_cast<int64_t>(timeout_s) << " s)" << std::endl;
+  while (!problem.empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    problem = resolution_problem(host);
+  }
+  return problem;
+}
+
+// Connects to the store (starting it on rank 0) and makes one round trip, on a thread of its own: a
+// service at MASTER_PORT that takes the connection but is not a c10d store never answers, and LibTorch's
+// client would wait for its answer for ever. The caller waits up to its deadline and, past it, leaves the
+// thread blocked (it owns only what it shares with the caller) and fails the run, which ends the process.
+struct StoreConnection {
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool done = false;
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  std::exception_ptr error;
+};
+
+c10::intrusive_ptr<c10d::TCPStore> connect_store(const std::string& address, const c10d::TCPStoreOptions& options,
+                                                std::chrono::steady_clock::time_point deadline, bool& answered) {
+  auto connection = std::make_shared<StoreConnection>();
+  std::thread([connection, address, options] {
+    c10::intrusive_ptr<c10d::TCPStore> store;
+    std::exception_ptr error;
+    try {
+      store = c10::make_intrusive<c10d::TCPStore>(address, options);
+      (void)store->check({"dtrain/hello"});  // a request with an answer: only a c10d store gives one
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(connection->mutex);
+    connection->store = std::move(store);
+    connection->error = error;
+    connection->done = true;
+    connection->changed.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(connection->mutex);
+  answered = connection->changed.wait_until(lock, deadline, [&] { return connection->done; });
+  if (!answered) return {};
+  if (connection->error) std::rethrow_exception(connection->error);
+  return connection->store;
+}
+
 std::string rank_list(const std::vector<int>& ranks) {
   std::string text;
   for (size_t i = 0; i < ranks.size() && i < 16; ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
@@ -92,18 +146,36 @@ StoreSession::StoreSession(const TorchEnv& env, double timeout_s, std::function<
     options.numWorkers = static_cast<size_t>(world_size_);
     options.waitWorkers = false;
     options.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000.0));
+    // Every wait of the join is bounded by the one timeout, from here.
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s));
+    const std::string role = options.isServer ? "start" : "reach";
+    const std::string where = address() + " (MASTER_ADDR, MASTER_PORT" +
+                              (env.agent_store ? "; torchrun's agent hosts it" : "; rank 0 hosts it") + ")";
+    const std::string seconds = std::to_string(static_cast<int64_t>(timeout_s)) + " s";
+    const std::string unresolved = wait_for_resolution(env.master_addr, deadline, origin(), timeout_s);
+    if (!unresolved.empty()) {
+      throw CommError(origin(), "cannot " + role + " the c10d store at " + where + " within " + seconds + ": " +
+                                    unresolved + " (the launcher's variables: " + env.summary + ")");
+    }
     try {
-      auto tcp = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+      bool answered = false;
+      auto tcp = connect_store(env.master_addr, options, deadline, answered);
+      if (!answered) {
+        throw CommError(origin(), "cannot " + role + " the c10d store at " + where + " within " + seconds +
+                                      ": something there took the connection but did not answer as a c10d store; "
+                                      "MASTER_PORT must be the port of the store (the launcher's variables: " +
+                                      env.summary + ")");
+      }
       // Keys of this restart only: an agent's store outlives the workers it restarts.
       store_ = c10::make_intrusive<c10d::PrefixStore>("dtrain/attempt_" + std::to_string(env.restart_count), tcp);
       store_->set("host/" + std::to_string(rank_), to_bytes(host));
+    } catch (const CommError&) {
+      throw;
     } catch (const std::exception& e) {
-      const std::string unresolved = resolution_problem(env.master_addr);
-      throw CommError(origin(), std::string("cannot ") + (options.isServer ? "start" : "reach") + " the c10d store at " +
-                                    address() + " (MASTER_ADDR, MASTER_PORT" +
-                                    (env.agent_store ? "; torchrun's agent hosts it" : "; rank 0 hosts it") + ") within " +
-                                    std::to_string(static_cast<int64_t>(timeout_s)) + " s: " +
-                                    (unresolved.empty() ? message_without_trace(e) : unresolved) +
+      const std::string now_unresolved = resolution_problem(env.master_addr);
+      throw CommError(origin(), "cannot " + role + " the c10d store at " + where + " within " + seconds + ": " +
+                                    (now_unresolved.empty() ? message_without_trace(e) : now_unresolved) +
                                     " (the launcher's variables: " + env.summary + ")");
     }
     std::vector<std::string> keys;

@@ -61,6 +61,46 @@ if [ "$rc1" -eq 6 ] && grep -q "\[rank 1/2\] cannot reach the c10d store at 127.
 else
   fail "lonely ranks: exits $rc0/$rc1"; cat alone0.out alone1.out
 fi
+# MASTER_PORT at a service that takes connections but is no c10d store: bounded by the timeout, named.
+mute_port=$(free_port)
+/usr/bin/python3 -c '
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(8)
+held = []
+end = time.time() + 120
+while time.time() < end:
+    s.settimeout(1)
+    try: held.append(s.accept()[0])
+    except OSError: pass
+' "$mute_port" &
+mute=$!
+sleep 0.5
+start=$(date +%s)
+env RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$mute_port" timeout 120 "$dtrain" "${fast[@]}" --comm-timeout-s 3 \
+  >mute.out 2>&1
+rc=$?
+took=$(( $(date +%s) - start ))
+kill "$mute" 2>/dev/null
+if [ "$rc" -eq 6 ] && [ "$took" -le 10 ] &&
+   grep -q "cannot reach the c10d store at 127.0.0.1:$mute_port .* within 3 s: something there took the connection but did not answer as a c10d store" mute.out; then
+  pass "MASTER_PORT at a service that is no c10d store fails after --comm-timeout-s 3 (${took} s), naming the address"
+else
+  fail "a mute service at MASTER_PORT: exit $rc after ${took} s"; cat mute.out
+fi
+# MASTER_ADDR that does not resolve: a line at once, retries within the timeout, then the error.
+env RANK=1 WORLD_SIZE=2 MASTER_ADDR=no-such-host.invalid MASTER_PORT="$port" timeout 120 "$dtrain" "${fast[@]}" \
+  --comm-timeout-s 6 >unresolved.out 2>&1 &
+job=$!
+sleep 3
+early=$(grep -c "dtrain: warning: MASTER_ADDR 'no-such-host.invalid' does not resolve to an address here" unresolved.out)
+wait "$job"
+rc=$?
+if [ "$early" -eq 1 ] && [ "$rc" -eq 6 ] &&
+   grep -q "cannot reach the c10d store at no-such-host.invalid:$port .* within 6 s: MASTER_ADDR 'no-such-host.invalid' does not resolve" unresolved.out; then
+  pass "an unresolvable MASTER_ADDR is said at once and fails after the timeout (exit 6)"
+else
+  fail "unresolvable MASTER_ADDR: a line within 3 s: $early, exit $rc"; cat unresolved.out
+fi
 env RANK=2 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" "$dtrain" "${fast[@]}" >badrank.out 2>&1
 rc=$?
 if [ "$rc" -eq 2 ] && grep -q "RANK='2' is not an integer from 0 to 1" badrank.out; then

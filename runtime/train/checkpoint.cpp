@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "runtime/train/optimizer_copy.h"
+#include "runtime/train/zip_integrity.h"
 #include "runtime/util/error.h"
 #include "runtime/util/file_io.h"
 
@@ -35,6 +36,8 @@ constexpr const char* kSuffix = ".pt";
 // Where a checkpoint is in training, for ordering: (epoch, optimizer steps into it); an epoch's end
 // comes after every step of it.
 using Position = std::pair<int64_t, int64_t>;
+// The largest epoch, step, sample count or world size a checkpoint or progress mark may record: 2^40.
+constexpr int64_t kMaxCheckpointCount = int64_t{1} << 40;
 constexpr int64_t kEpochEnd = std::numeric_limits<int64_t>::max();
 
 Position position_of(const CheckpointMeta& meta) {
@@ -332,6 +335,11 @@ std::optional<ProgressMark> Checkpointer::read_progress(const std::string& dir) 
       version != 1) {
     return std::nullopt;
   }
+  // Only a cost report reads it: a mark out of any run's range is ignored, not trusted.
+  if (mark.epoch < 1 || mark.epoch > kMaxCheckpointCount || mark.epoch_samples < 0 ||
+      mark.epoch_samples > kMaxCheckpointCount || !std::isfinite(mark.unix_s)) {
+    return std::nullopt;
+  }
   return mark;
 }
 
@@ -505,32 +513,55 @@ std::optional<CheckpointMeta> Checkpointer::restore(std::vector<TrainedModule>& 
   std::string payload;
   int64_t status = -1;
   int from_memory = 0;
+  std::vector<std::string> damaged;
   if (comm_.is_root()) {
     try {
       std::error_code ec;
       if (fs::exists(options_.dir, ec) && !fs::is_directory(options_.dir, ec)) {
         throw DataError("checkpoint.dir '" + options_.dir + "' is not a directory");
       }
-      // The newest of the disk's checkpoints and this node's copy in memory; the copy where they are
-      // the same position (it is read without touching the disk).
-      std::optional<std::pair<Position, fs::path>> newest;
-      const auto on_disk = list_checkpoints(options_.dir);
-      if (!on_disk.empty()) newest = on_disk.back();
+      // The disk's checkpoints and this node's copies in memory, newest first; the copy in memory first
+      // where they are the same position (it is read without touching the disk). The newest whole one
+      // is used; damaged ones newer than it are named and passed over.
+      struct Candidate {
+        Position where;
+        fs::path file;
+        bool memory;
+      };
+      std::vector<Candidate> candidates;
+      for (const auto& [where, file] : list_checkpoints(options_.dir)) candidates.push_back({where, file, false});
       const std::string memory = memory_checkpoint_dir(options_);
       if (!memory.empty()) {
-        const auto in_memory = list_checkpoints(memory);
-        if (!in_memory.empty() && (!newest || in_memory.back().first >= newest->first)) {
-          newest = in_memory.back();
-          from_memory = 1;
-        }
+        for (const auto& [where, file] : list_checkpoints(memory)) candidates.push_back({where, file, true});
       }
-      if (newest) {
-        path = newest->second.string();
-        errno = 0;
-        std::ifstream in(path, std::ios::binary);
-        payload.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-        if (!in && !in.eof()) throw DataError("cannot read checkpoint '" + path + "': " + errno_text(errno));
+      std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+        return a.where != b.where ? b.where < a.where : a.memory && !b.memory;
+      });
+      for (const Candidate& candidate : candidates) {
+        const std::string file = candidate.file.string();
+        std::string bytes;
+        std::string damage;
+        try {
+          bytes = read_file(file);
+          damage = zip_damage(bytes);
+        } catch (const IoError& e) {
+          damage = e.what();
+        }
+        if (!damage.empty()) {
+          damaged.push_back(file + ": " + damage);
+          continue;
+        }
+        path = file;
+        payload = std::move(bytes);
+        from_memory = candidate.memory ? 1 : 0;
         status = 0;
+        break;
+      }
+      if (status != 0 && !damaged.empty()) {
+        std::string list;
+        for (const std::string& d : damaged) list += "\n  " + d;
+        throw DataError("every checkpoint in checkpoint.dir '" + options_.dir + "' is damaged:" + list +
+                        "\nmove them away to start afresh (without --resume), or restore one from a copy");
       }
     } catch (const DataError& e) {
       path.clear();
@@ -538,7 +569,10 @@ std::optional<CheckpointMeta> Checkpointer::restore(std::vector<TrainedModule>& 
       status = -2;
     }
   }
-  std::vector<std::string> parts{std::to_string(status), std::move(path), std::move(payload), std::to_string(from_memory)};
+  std::string damaged_list;
+  for (const std::string& d : damaged) damaged_list += d + '\n';
+  std::vector<std::string> parts{std::to_string(status), std::move(path), std::move(payload), std::to_string(from_memory),
+                                 std::move(damaged_list)};
   comm_.broadcast_bytes(parts, 0);
   status = std::stoll(parts[0]);
   from_memory = std::stoi(parts[3]);
@@ -553,6 +587,9 @@ std::optional<CheckpointMeta> Checkpointer::restore(std::vector<TrainedModule>& 
   CheckpointMeta meta;
   meta.path = path;
   meta.from_memory = from_memory != 0;
+  for (size_t start = 0, end; (end = parts[4].find('\n', start)) != std::string::npos; start = end + 1) {
+    meta.damaged.push_back(parts[4].substr(start, end - start));
+  }
   int64_t version = 0;
   try {
     // Tensors land on this rank's device whatever device wrote them: a checkpoint from a CPU run resumes
@@ -596,6 +633,20 @@ std::optional<CheckpointMeta> Checkpointer::restore(std::vector<TrainedModule>& 
                     std::to_string(meta.epoch_steps) + " steps into epoch " + std::to_string(meta.epoch + 1) +
                     ", global batch " + std::to_string(meta.global_batch) + ")");
   }
+  // Far beyond any run, and far enough below INT64_MAX that the position arithmetic of a resume
+  // (epoch + 1, epochs x samples per epoch) cannot overflow.
+  const auto check_range = [&where](const char* field, int64_t value, int64_t low, int64_t high) {
+    if (value < low || value > high) {
+      throw DataError(where + " records " + field + " " + std::to_string(value) + ", expected " + std::to_string(low) +
+                      " to " + std::to_string(high) + " (a damaged or foreign file)");
+    }
+  };
+  check_range("epoch", meta.epoch, 0, kMaxCheckpointCount);
+  check_range("epoch_samples", meta.epoch_samples, 0, kMaxCheckpointCount);
+  check_range("epoch_steps", meta.epoch_steps, 0, kMaxCheckpointCount);
+  check_range("global_batch", meta.global_batch, 0, kMaxCheckpointCount);
+  check_range("partial_samples", meta.partial_samples, 0, kMaxCheckpointCount);
+  check_range("world_size", meta.world_size, 1, kMaxCheckpointCount);
   if (meta.workload != workload) {
     throw DataError(where + " is for workload '" + meta.workload + "', this run trains '" + workload +
                     "'; use another checkpoint.dir");

@@ -40,6 +40,9 @@ struct CheckpointMeta {
   int64_t partial_samples = 0;  // the samples they cover (steps skipped for NaN/inf gradients excluded)
   int64_t global_batch = 0;    // samples per optimizer step over all ranks (0: not recorded)
   double saved_unix_s = 0.0;   // when it was written (0: not recorded)
+  // restore only: newer checkpoints that were damaged (a bad CRC, truncated, empty) and passed over for
+  // this one, as "<path>: <what is wrong>"
+  std::vector<std::string> damaged;
   bool from_memory = false;    // restore only: read from checkpoint.memory_dir's copy, not from the disk
 };
 

@@ -274,6 +274,12 @@ void Trainer::start_run(RunInfo& info) {
   if (!batch_note_.empty()) logger_.info(batch_note_);
   if (!resume_note_.empty()) logger_.info(resume_note_);
   if (restored_) {
+    for (const std::string& damaged : restored_->damaged) {
+      logger_.warning("passed over a damaged checkpoint, " + damaged + "; resuming from the newest whole one, " +
+                      restored_->path);
+    }
+  }
+  if (restored_) {
     const CheckpointSchedule::StartTimes start{process_start_unix_s(), info.joined_unix_s, restore_begin_unix_s_};
     logger_.resumed(
         schedule_.resume_record(*restored_, info.restart_count, restore_s_, start, data_.train->size(), global_batch_));

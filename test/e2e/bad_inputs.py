@@ -243,19 +243,20 @@ def cases(root, checkpoint):
     good = {"checkpoint-epoch-000001.pt": checkpoint}
     with open(checkpoint, "rb") as f:
         real = f.read()
-    ckpt("text file", {"checkpoint-epoch-000001.pt": "not a checkpoint"}, "is corrupt or not a dtrain checkpoint")
-    ckpt("empty file", {"checkpoint-epoch-000001.pt": b""}, "is corrupt or not a dtrain checkpoint")
-    ckpt("cut in half", {"checkpoint-epoch-000001.pt": real[:len(real) // 2]}, "is corrupt or not a dtrain checkpoint")
-    ckpt("gzip file", {"checkpoint-epoch-000001.pt": gzip.compress(b"x" * 100)}, "is corrupt or not a dtrain checkpoint")
+    damaged = "every checkpoint in checkpoint.dir 'DIR' is damaged:\n  DIR/checkpoint-epoch-000001.pt: "
+    ckpt("text file", {"checkpoint-epoch-000001.pt": "not a checkpoint"}, damaged + "it has no end of central directory")
+    ckpt("empty file", {"checkpoint-epoch-000001.pt": b""}, damaged + "it is empty")
+    ckpt("cut in half", {"checkpoint-epoch-000001.pt": real[:len(real) // 2]}, damaged + "it has no end of central directory")
+    ckpt("gzip file", {"checkpoint-epoch-000001.pt": gzip.compress(b"x" * 100)}, damaged + "it has no end of central directory")
+    flipped = bytearray(real)
+    flipped[len(real) // 2] ^= 0x10  # inside the largest record: a tensor's bytes
+    ckpt("one bit flipped", {"checkpoint-epoch-000001.pt": bytes(flipped)}, damaged + "record '")
     ckpt("zip without a model", {"checkpoint-epoch-000001.pt": open(shutil.make_archive(
         os.path.join(root, "some"), "zip", os.path.join(root, "yaml")), "rb").read()}, "is corrupt or not a dtrain checkpoint")
-    ckpt("newest is corrupt", {"checkpoint-epoch-000001.pt": checkpoint, "checkpoint-epoch-000002.pt": "garbage"},
-         "checkpoint 'DIR/checkpoint-epoch-000002.pt' is corrupt")
     ckpt("other optimizer", good, "holds sgd optimizer state, this run uses adadelta", ["--optimizer", "adadelta"])
     ckpt("epoch number overflows", {"checkpoint-epoch-99999999999999999999.pt": "x"},
          "has an epoch number too large for any run")
-    ckpt("corrupt, on 2 ranks", {"checkpoint-epoch-000001.pt": "not a checkpoint"}, "is corrupt or not a dtrain checkpoint",
-         ranks=2)
+    ckpt("corrupt, on 2 ranks", {"checkpoint-epoch-000001.pt": "not a checkpoint"}, damaged + "it has no end", ranks=2)
     ckpt("other optimizer, on 2 ranks", good, "holds sgd optimizer state, this run uses adadelta",
          ["--optimizer", "adadelta"], ranks=2)
     add("checkpoint: directory is a file", FAST + ["--resume", "--checkpoint-dir", write(root, "ck/a-file", "x")], CONFIG,

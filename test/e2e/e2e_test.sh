@@ -273,10 +273,27 @@ expect_error 2 "checkpoint.dir (from --checkpoint-dir) 'a-file' exists but is no
 expect_error 2 "cannot create log.dir (from --log-dir) 'a-file/logs'" "${fast[@]}" --log-dir a-file/logs
 # A checkpoint the ranks all read (rank 0 broadcasts it) fails them all at once: printed once, no abort.
 mkdir -p ck-corrupt && echo "not a checkpoint" >ck-corrupt/checkpoint-epoch-000004.pt
-expect_error 3 "is corrupt or not a dtrain checkpoint" "${fast[@]}" --checkpoint-dir ck-corrupt --resume \
+expect_error 3 "every checkpoint in checkpoint.dir 'ck-corrupt' is damaged" "${fast[@]}" --checkpoint-dir ck-corrupt --resume \
   --log-dir logs-corrupt
-grep -q '"event":"error".*is corrupt or not a dtrain checkpoint' logs-corrupt/*/events.jsonl &&
+grep -q '"event":"error".*every checkpoint in checkpoint.dir' logs-corrupt/*/events.jsonl &&
   pass "the agreed error is recorded in the run log" || fail "no error record in logs-corrupt"
+# The newest checkpoint damaged (one bit flipped in a tensor) beside a whole one: both ranks pass over it,
+# named in a warning, and continue from the older one.
+if run_np 2 "${fast[@]}" --epochs 2 --checkpoint-dir ck-flip --log-dir logs-flip >flip1.out 2>&1 &&
+   /usr/bin/python3 -c "
+import sys
+path = sys.argv[1]
+data = bytearray(open(path, 'rb').read())
+data[len(data) // 2] ^= 0x10
+open(path, 'wb').write(data)" ck-flip/checkpoint-epoch-000002.pt &&
+   run_np 2 "${fast[@]}" --epochs 3 --checkpoint-dir ck-flip --log-dir logs-flip --resume >flip2.out 2>&1 &&
+   grep -q "dtrain: warning: passed over a damaged checkpoint, ck-flip/checkpoint-epoch-000002.pt: record '.*' fails its CRC-32 check" flip2.out &&
+   grep -q "resumed at epoch 2 from ck-flip/checkpoint-epoch-000001.pt" flip2.out &&
+   grep -q '"event":"warning".*passed over a damaged checkpoint' logs-flip/*/events.jsonl; then
+  pass "a bit flipped in the newest checkpoint: named, passed over, resumed from the one before"
+else
+  fail "resume past a damaged checkpoint"; cat flip2.out
+fi
 version=$("$dtrain" --version)
 if grep -q "backends: mpi, nccl" <<<"$version"; then
   expect_error 2 "comm.backend 'nccl' needs comm.device 'cuda', but the device is 'cpu'" --backend nccl

@@ -233,8 +233,17 @@ TEST_CASE("unusable checkpoints are clear errors", "[checkpoint]") {
     config.train.optimizer = OptimizerKind::kAdadelta;
     CHECK_THROWS_WITH(test::train_alone(config, *workload), Contains("holds sgd optimizer state, this run uses adadelta"));
   }
-  SECTION("a corrupt file") {
+  SECTION("a corrupt file beside a whole one is passed over, and named") {
     std::ofstream(config.checkpoint.dir + "/checkpoint-epoch-000009.pt") << "not a checkpoint";
+    const test::TrainRun run = test::train_alone(config, *workload);
+    CHECK(run.result.epochs.front().epoch == 2);  // from epoch 1's checkpoint; the test of the warning is
+                                                  // checkpoint_integrity_test.cpp's
+  }
+  SECTION("a zip archive that is no dtrain checkpoint") {
+    std::filesystem::remove(config.checkpoint.dir + "/checkpoint-epoch-000001.pt");
+    // An empty zip: only the end of central directory record, whole and intact.
+    std::ofstream(config.checkpoint.dir + "/checkpoint-epoch-000009.pt")
+        << std::string("PK\x05\x06", 4) << std::string(18, '\0');
     CHECK_THROWS_WITH(test::train_alone(config, *workload), Contains("is corrupt or not a dtrain checkpoint"));
   }
   SECTION("another workload") {

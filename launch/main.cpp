@@ -195,6 +195,7 @@ class Job final {
 
   std::string launcher_note_;  // a warning about the launcher's variables, for the run log
   std::string restart_note_;   // why a restarted group resumes
+  std::string resume_job_;     // torchrun's job (TORCHELASTIC_RUN_ID) when its restarts resume unasked
   Activity activity_;
   std::unique_ptr<RunLogger> logger_;
   std::atomic<RunLogger*> log_sink_{nullptr};  // logger_ once it exists; read by the heartbeat thread
@@ -293,7 +294,9 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
   // previous incarnation of rank 0 may still hold the locks for a moment.
   std::unique_ptr<RunDirectory> run_dir;  // held until the run ends: its locks
   Failure failure = agree(wait, [&] {
-    if (session_.is_root()) run_dir = RunDirectory::open(config, session_.elastic_agent() ? config.comm.timeout_s : 0.0);
+    if (session_.is_root()) {
+      run_dir = RunDirectory::open(config, session_.elastic_agent() ? config.comm.timeout_s : 0.0, resume_job_);
+    }
   });
   if (failure.failed()) return fail_together(failure);
   TrainConfig run_config = config;  // checkpoint.dir resolved; config.yaml keeps what was asked for
@@ -378,6 +381,7 @@ void Job::apply_launcher(TrainConfig& config, const ConfigSources& sources) {
   }
   if (session_.elastic_agent() && config.checkpoint.enabled && !sources.count("checkpoint.resume")) {
     config.checkpoint.resume = true;
+    resume_job_ = process_environment()("TORCHELASTIC_RUN_ID").value_or("");
     restart_note_ = "under torchrun's elastic agent (restart " + std::to_string(session_.restart_count()) +
                     "): resuming from the newest checkpoint if there is one (--resume=false starts afresh)";
   }

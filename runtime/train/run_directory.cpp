@@ -8,6 +8,7 @@
 #include "runtime/log/log_format.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/util/error.h"
+#include "runtime/util/file_io.h"
 
 namespace dtrain {
 namespace fs = std::filesystem;
@@ -24,13 +25,30 @@ std::string workload_of_run(const fs::path& run) {
   return "";
 }
 
-// The run of `workload` in `log_dir` whose newest checkpoint in its checkpoints/ was written last.
-std::optional<std::string> newest_run_with_checkpoint(const std::string& log_dir, const std::string& workload) {
+constexpr const char* kJobFile = "torchrun_job";
+
+// The torchrun job recorded in `dir` ("" when none is).
+std::string job_of(const fs::path& dir) {
+  std::ifstream in(dir / kJobFile);
+  std::string job;
+  std::getline(in, job);
+  return job;
+}
+
+void record_job(const fs::path& dir, const std::string& job) {
+  if (!job.empty() && job_of(dir) != job) write_file_atomically((dir / kJobFile).string(), job + "\n");
+}
+
+// The run of `workload` (and of torchrun job `job`, when given) in `log_dir` whose newest checkpoint in its
+// checkpoints/ was written last.
+std::optional<std::string> newest_run_with_checkpoint(const std::string& log_dir, const std::string& workload,
+                                                      const std::string& job) {
   std::optional<std::string> newest;
   fs::file_time_type newest_time;
   std::error_code ec;
   for (const fs::directory_entry& entry : fs::directory_iterator(log_dir, ec)) {
     if (!entry.is_directory(ec) || workload_of_run(entry.path()) != workload) continue;
+    if (!job.empty() && job_of(entry.path()) != job) continue;
     const std::optional<std::string> checkpoint = Checkpointer::latest((entry.path() / "checkpoints").string());
     if (!checkpoint) continue;
     const fs::file_time_type written = fs::last_write_time(*checkpoint, ec);
@@ -51,7 +69,7 @@ void create_directories(const std::string& dir, const char* what) {
 
 }  // namespace
 
-std::unique_ptr<RunDirectory> RunDirectory::open(const TrainConfig& config, double lock_wait_s) {
+std::unique_ptr<RunDirectory> RunDirectory::open(const TrainConfig& config, double lock_wait_s, const std::string& job) {
   std::unique_ptr<RunDirectory> run(new RunDirectory());
   const std::string& log_dir = config.log.dir;
   const CheckpointOptions& ck = config.checkpoint;
@@ -60,10 +78,14 @@ std::unique_ptr<RunDirectory> RunDirectory::open(const TrainConfig& config, doub
 
   run->name_ = config.log.run_name;
   if (run->name_.empty() && ck.resume && !shared_checkpoints) {
-    if (std::optional<std::string> newest = newest_run_with_checkpoint(log_dir, config.workload)) {
+    if (std::optional<std::string> newest = newest_run_with_checkpoint(log_dir, config.workload, job)) {
       run->name_ = *newest;
-      run->note_ = "resuming run '" + *newest + "', the run of " + config.workload + " in '" + log_dir +
+      run->note_ = "resuming run '" + *newest + "', the run of " + config.workload +
+                   (job.empty() ? "" : " of torchrun job '" + job + "'") + " in '" + log_dir +
                    "' with the newest checkpoint (--run-name chooses another)";
+    } else if (!job.empty() && newest_run_with_checkpoint(log_dir, config.workload, "")) {
+      run->note_ = "the runs of " + config.workload + " in '" + log_dir + "' with checkpoints are other jobs'; torchrun job '" +
+                   job + "' starts a run of its own (--resume --run-name NAME continues one of them)";
     }
   }
   if (run->name_.empty()) {
@@ -96,6 +118,8 @@ std::unique_ptr<RunDirectory> RunDirectory::open(const TrainConfig& config, doub
                       "'; continue it with --resume, or give this run another --run-name");
   }
 
+  record_job(run->path_, job);
+
   if (!ck.enabled) return run;
   run->checkpoint_dir_ = shared_checkpoints ? ck.dir : (fs::path(run->path_) / "checkpoints").string();
   if (fs::exists(run->checkpoint_dir_, ec) && !fs::is_directory(run->checkpoint_dir_, ec)) {
@@ -112,6 +136,19 @@ std::unique_ptr<RunDirectory> RunDirectory::open(const TrainConfig& config, doub
                       (holder.empty() ? "" : " (" + holder + ")") +
                       "; give this run its own --checkpoint-dir, or leave checkpoint.dir unset so that its "
                       "checkpoints go to its run directory");
+  }
+  if (!job.empty()) {
+    // Resumed because torchrun restarts resume: only this job's checkpoints are this run's to continue.
+    const std::optional<std::string> existing = Checkpointer::latest(ck.dir);
+    const std::string owner = job_of(ck.dir);
+    if (existing && owner != job) {
+      throw ConfigError("checkpoint.dir '" + ck.dir + "' holds checkpoints of " +
+                        (owner.empty() ? std::string("a run outside torchrun job '" + job + "'")
+                                       : "torchrun job '" + owner + "'") +
+                        " (" + *existing + "), which this job would continue; give this job another --checkpoint-dir, "
+                        "or pass --resume to continue those checkpoints");
+    }
+    record_job(ck.dir, job);
   }
   if (!ck.resume) {
     if (const std::optional<std::string> existing = Checkpointer::latest(ck.dir)) {

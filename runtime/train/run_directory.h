@@ -23,7 +23,13 @@ class RunDirectory final {
   // Throws ConfigError, naming what to change, when the run or checkpoint.dir is in use by another
   // dtrain, or when a run of log.run_name, or checkpoints in checkpoint.dir, exist and checkpoint.resume
   // is not set; IoError when a directory cannot be created.
-  static std::unique_ptr<RunDirectory> open(const TrainConfig& config, double lock_wait_s);
+  //
+  // `job`: under torchrun's agent, whose restarts resume without being asked, its job
+  // (TORCHELASTIC_RUN_ID). The resume then chooses only among runs of that job, and a new run records
+  // it (a file `torchrun_job` in the run directory, and in a shared checkpoint.dir): a new job started
+  // in the same log.dir begins its own run instead of continuing an earlier job's, and one pointed at
+  // a checkpoint.dir of another job's is refused (ConfigError) unless --resume says it is meant.
+  static std::unique_ptr<RunDirectory> open(const TrainConfig& config, double lock_wait_s, const std::string& job = "");
 
   const std::string& path() const { return path_; }  // <log.dir>/<name>
   const std::string& name() const { return name_; }

@@ -145,6 +145,26 @@ else
   fail "standalone torchrun (exit $rc)"; cat std.out
 fi
 
+# --- a second job in the same --log-dir (--standalone gives each torchrun a job id of its own): restarts
+# resume unasked, but only their own job's run; the new job trains a run of its own. With the first job's
+# --checkpoint-dir it is refused instead of continuing the earlier job's checkpoints.
+for n in 1 2; do
+  timeout 300 "$torchrun" --standalone --nproc_per_node 2 --log_dir "tl-jobs$n" "${tr_flags[@]}" --no_python "$dtrain" \
+    "${fast[@]}" --max-steps 6 --epochs 1 --log-dir logs-jobs >"jobs$n.out" 2>&1
+done
+timeout 300 "$torchrun" --standalone --nproc_per_node 2 --log_dir tl-jobs3 "${tr_flags[@]}" --no_python "$dtrain" \
+  "${fast[@]}" --max-steps 6 --epochs 2 --log-dir logs-jobs --checkpoint-dir ck-std >jobs3.out 2>&1
+rc3=$?
+runs=$(ls -d logs-jobs/*/ | wc -l)
+trained=$(grep -l '"event":"epoch_end"' logs-jobs/*/events.jsonl | wc -l)
+if [ "$runs" -eq 3 ] && [ "$trained" -eq 2 ] && ! grep -q '"event":"finished_run"' logs-jobs/*/events.jsonl &&
+   grep -q "starts a run of its own" jobs2.out && [ "$rc3" -ne 0 ] &&
+   grep -q "checkpoint.dir 'ck-std' holds checkpoints of torchrun job '.*' (ck-std/checkpoint-epoch-.*), which this job would continue" jobs3.out; then
+  pass "a new torchrun job in the same --log-dir trains a run of its own; another job's --checkpoint-dir is refused"
+else
+  fail "a second torchrun job: $runs runs, $trained trained, exit of the third $rc3"; tail -n 5 jobs2.out jobs3.out
+fi
+
 # --- (c) a worker dies: the agent restarts the group, which resumes inside the epoch ----------------
 # Global batch 128 (2 x 64), a checkpoint every 10 steps, 120 steps per epoch (check_elastic_runs.py reads
 # the logs).

@@ -203,3 +203,39 @@ TEST_CASE("a resumed run removes the partial checkpoint a killed write left, and
   CHECK(fs::exists(checkpoints + "/notes.tmp"));
   CHECK_THAT(resumed->note(), Contains("removed 1 partial checkpoint file(s) (*.pt.tmp) from " + checkpoints));
 }
+
+TEST_CASE("under torchrun, restarts of a job resume its run and a new job starts its own", "[run_dir]") {
+  test::TempDir dir;
+  TrainConfig config = run_config(dir);
+  config.checkpoint.resume = true;  // as under torchrun's agent, unasked
+  std::string first;
+  {
+    const auto run = RunDirectory::open(config, 0, "job-a");
+    first = run->name();
+    write_file_atomically(run->path() + "/config.yaml", "workload: tiny\n");
+    write_file_atomically(run->checkpoint_dir() + "/checkpoint-epoch-000002.pt", "x");
+  }
+  const auto restarted = RunDirectory::open(config, 0, "job-a");
+  CHECK(restarted->name() == first);
+  CHECK_THAT(restarted->note(), Contains("the run of tiny of torchrun job 'job-a'"));
+  {
+    const auto other = RunDirectory::open(config, 0, "job-b");
+    CHECK(other->name() != first);
+    CHECK_THAT(other->note(), Contains("are other jobs'; torchrun job 'job-b' starts a run of its own"));
+  }
+
+  // A shared checkpoint.dir holding another job's checkpoints is refused, not continued.
+  TrainConfig shared = config;
+  shared.checkpoint.dir = dir.file("shared");
+  {
+    const auto run = RunDirectory::open(shared, 0, "job-a");
+    write_file_atomically(shared.checkpoint.dir + "/checkpoint-epoch-000001.pt", "x");
+  }
+  shared.log.run_name = "later";
+  CHECK_THROWS_WITH(RunDirectory::open(shared, 0, "job-b"),
+                    Contains("checkpoint.dir '" + shared.checkpoint.dir + "' holds checkpoints of torchrun job 'job-a'"));
+  shared.log.run_name = "again";
+  CHECK_NOTHROW(RunDirectory::open(shared, 0, "job-a"));
+  shared.log.run_name = "asked";
+  CHECK_NOTHROW(RunDirectory::open(shared, 0, ""));  // --resume given: what it says
+}

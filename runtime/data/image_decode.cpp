@@ -3,6 +3,7 @@
 #include <png.h>
 #include <turbojpeg.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -23,6 +24,37 @@ bool is_png(const std::vector<uint8_t>& b) {
 
 // Larger images are refused rather than risking an allocation of many GiB from a corrupt header.
 constexpr int64_t kMaxPixels = int64_t{1} << 28;
+
+// Whether the JPEG carries an Adobe APP14 marker, which (for CMYK and YCCK) means its CMYK values are
+// stored inverted, as Photoshop and PIL write them. Walks the marker segments up to the scan.
+bool has_adobe_marker(const std::vector<uint8_t>& b) {
+  size_t at = 2;
+  while (at + 4 <= b.size() && b[at] == 0xFF) {
+    const uint8_t marker = b[at + 1];
+    if (marker == 0xDA || marker == 0xD9) break;  // start of scan, end of image
+    const size_t length = static_cast<size_t>(b[at + 2]) << 8 | b[at + 3];
+    if (marker == 0xEE && length >= 7 && at + 9 <= b.size() && std::memcmp(&b[at + 4], "Adobe", 5) == 0) return true;
+    at += 2 + length;
+  }
+  return false;
+}
+
+// CMYK to RGB as PIL's convert("RGB") does it (what torchvision's ImageFolder loader gives), so both read
+// a CMYK JPEG alike: R = (255 - K) - C (255 - K) / 255 rounded as PIL rounds, on uninverted values.
+void cmyk_to_rgb(const std::vector<uint8_t>& cmyk, bool inverted, std::vector<uint8_t>& rgb) {
+  const auto muldiv255 = [](int a, int b) {
+    const int t = a * b + 128;
+    return ((t >> 8) + t) >> 8;
+  };
+  for (size_t i = 0, o = 0; i + 3 < cmyk.size(); i += 4, o += 3) {
+    const int k = inverted ? 255 - cmyk[i + 3] : cmyk[i + 3];
+    const int nk = 255 - k;
+    for (int c = 0; c < 3; ++c) {
+      const int ink = inverted ? 255 - cmyk[i + static_cast<size_t>(c)] : cmyk[i + static_cast<size_t>(c)];
+      rgb[o + static_cast<size_t>(c)] = static_cast<uint8_t>(std::clamp(nk - muldiv255(ink, nk), 0, 255));
+    }
+  }
+}
 
 RgbImage decode_jpeg(const std::vector<uint8_t>& bytes, const std::string& name) {
   struct HandleDeleter {
@@ -45,13 +77,25 @@ RgbImage decode_jpeg(const std::vector<uint8_t>& bytes, const std::string& name)
   RgbImage image;
   image.width = width;
   image.height = height;
-  image.pixels.resize(static_cast<size_t>(width) * static_cast<size_t>(height) * 3);
-  if (tjDecompress2(handle.get(), bytes.data(), static_cast<unsigned long>(bytes.size()), image.pixels.data(), width,
-                    0, height, TJPF_RGB, 0) != 0 &&
-      tjGetErrorCode(handle.get()) == TJERR_FATAL) {
-    // TJERR_WARNING (e.g. a few bytes of garbage after the image) decodes fully, as PIL accepts it too.
-    throw DataError("cannot decode JPEG image '" + name + "': " + tjGetErrorStr2(handle.get()));
+  const size_t pixels = static_cast<size_t>(width) * static_cast<size_t>(height);
+  image.pixels.resize(pixels * 3);
+  // CMYK and YCCK (print files; some of ImageNet's) decode to CMYK, which libjpeg-turbo does not turn into
+  // RGB itself.
+  const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
+  std::vector<uint8_t> cmyk_pixels(cmyk ? pixels * 4 : 0);
+  if (tjDecompress2(handle.get(), bytes.data(), static_cast<unsigned long>(bytes.size()),
+                    cmyk ? cmyk_pixels.data() : image.pixels.data(), width, 0, height, cmyk ? TJPF_CMYK : TJPF_RGB,
+                    0) != 0) {
+    const std::string problem = tjGetErrorStr2(handle.get());
+    if (tjGetErrorCode(handle.get()) == TJERR_FATAL) throw DataError("cannot decode JPEG image '" + name + "': " + problem);
+    // Other warnings (a few bytes of garbage after the image) decode fully, as PIL accepts them too; a
+    // file that ends early decodes as grey below the cut, which no model should train on.
+    if (problem.find("Premature end of JPEG file") != std::string::npos) {
+      throw DataError("JPEG image '" + name + "' is truncated (" + problem + ", " + std::to_string(bytes.size()) +
+                      " bytes); the rows past the cut would train as grey");
+    }
   }
+  if (cmyk) cmyk_to_rgb(cmyk_pixels, has_adobe_marker(bytes), image.pixels);
   return image;
 }
 

@@ -201,6 +201,7 @@ void write_meta(torch::serialize::OutputArchive& archive, const CheckpointMeta& 
   archive.write("saved_unix_s", at::tensor(meta.saved_unix_s, at::kDouble));
   write_metric_values(archive, "partial_train", meta.partial_train);
   archive.write("partial_samples", at::tensor(meta.partial_samples));
+  if (!meta.labels.empty()) archive.write("data_labels", string_tensor(meta.labels));
   if (meta.metrics) {
     torch::serialize::OutputArchive metrics_archive;
     write_metrics(metrics_archive, *meta.metrics);
@@ -278,6 +279,48 @@ std::optional<int64_t> parse_number(const char* first, const char* last, const f
     throw DataError("checkpoint file '" + file.string() + "' has " + what + " too large for any run; rename or remove it");
   }
   return value;
+}
+
+// The first difference between two WorkloadData::labels texts, for a message: the first label whose
+// class differs, else the first line that does.
+std::string labels_difference(const std::string& then, const std::string& now) {
+  const auto lines = [](const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    return out;
+  };
+  const auto items = [](const std::string& list) {
+    std::vector<std::string> out;
+    for (size_t start = 0;;) {
+      const size_t comma = list.find(", ", start);
+      out.push_back(list.substr(start, comma - start));
+      if (comma == std::string::npos) return out;
+      start = comma + 2;
+    }
+  };
+  const auto clip = [](const std::string& text) { return text.size() > 120 ? text.substr(0, 117) + "..." : text; };
+  const std::vector<std::string> a = lines(then);
+  const std::vector<std::string> b = lines(now);
+  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    const std::string x = i < a.size() ? a[i] : "";
+    const std::string y = i < b.size() ? b[i] : "";
+    if (x == y) continue;
+    const std::string key = "classes: ";
+    if (x.rfind(key, 0) == 0 && y.rfind(key, 0) == 0) {
+      const std::vector<std::string> p = items(x.substr(key.size()));
+      const std::vector<std::string> q = items(y.substr(key.size()));
+      for (size_t k = 0; k < std::min(p.size(), q.size()); ++k) {
+        if (p[k] != q[k]) {
+          return "label " + std::to_string(k) + " is class '" + p[k] + "' in the checkpoint but '" + q[k] +
+                 "' in this data (" + std::to_string(p.size()) + " classes then, " + std::to_string(q.size()) + " now)";
+        }
+      }
+      return std::to_string(p.size()) + " classes then, " + std::to_string(q.size()) + " now";
+    }
+    return "'" + clip(x) + "' in the checkpoint, '" + clip(y) + "' in this data";
+  }
+  return "they differ";
 }
 
 std::vector<std::pair<Position, fs::path>> list_checkpoints(const std::string& dir) {
@@ -506,7 +549,7 @@ std::string Checkpointer::save(const CheckpointMeta& meta, const std::vector<Tra
 }
 
 std::optional<CheckpointMeta> Checkpointer::restore(std::vector<TrainedModule>& modules, const std::string& workload,
-                                                    const std::string& optimizer_name) const {
+                                                    const std::string& optimizer_name, const std::string& labels) const {
   // Rank 0 decides and reads, then broadcasts the status, the path and the payload: the file's bytes, or
   // the error message. Status -1: no checkpoint; -2: unusable.
   std::string path;
@@ -621,6 +664,8 @@ std::optional<CheckpointMeta> Checkpointer::restore(std::vector<TrainedModule>& 
       meta.saved_unix_s = read_double(archive, "saved_unix_s");
       meta.partial_train = read_metric_values(archive, "partial_train");
       meta.partial_samples = read_int(archive, "partial_samples");
+      at::Tensor recorded_labels;
+      if (archive.try_read("data_labels", recorded_labels)) meta.labels = tensor_string(recorded_labels);
     }
   } catch (const DataError& e) {
     throw DataError(where + " is unusable: " + e.what());
@@ -654,6 +699,10 @@ std::optional<CheckpointMeta> Checkpointer::restore(std::vector<TrainedModule>& 
   if (meta.optimizer != optimizer_name) {
     throw DataError(where + " holds " + meta.optimizer + " optimizer state, this run uses " + optimizer_name +
                     "; use another checkpoint.dir");
+  }
+  if (!meta.labels.empty() && !labels.empty() && meta.labels != labels) {
+    throw DataError(where + " was trained on data whose labels mean other things: " + labels_difference(meta.labels, labels) +
+                    ". Resume it on the data it was trained on, or start afresh in another checkpoint.dir");
   }
   try {
     // Formats 1 and 2 held one module and its optimizer at the top level; they load as "model".

@@ -33,6 +33,7 @@ struct CheckpointMeta {
   // metrics). Absent in checkpoints of format 1, which did not store them.
   std::optional<EpochStats> metrics;
   std::string path;  // where it was read from (restore only)
+  std::string labels;  // WorkloadData::labels of the data it was trained on ("" when not recorded)
   // Inside an epoch (format 4): how far epoch `epoch + 1` had got. Zero for a checkpoint at an epoch's end.
   int64_t epoch_samples = 0;  // global samples of it trained: the sampler's position
   int64_t epoch_steps = 0;    // optimizer steps of it taken
@@ -119,9 +120,10 @@ class Checkpointer final {
   // (meta.from_memory): a worker restarted on the same node does not read the disk. Throws DataError
   // (the same on every rank) for an unreadable file, another workload or optimizer, a module the file
   // lacks, parameters whose names, shapes or dtypes differ from the module's (checked before anything is
-  // loaded), or non-finite values. Checkpoints of formats 1 and 2 hold one module, which loads as "model".
+  // loaded), non-finite values, or data `labels` (WorkloadData::labels) other than those it was trained
+  // on. Checkpoints of formats 1 and 2 hold one module, which loads as "model".
   std::optional<CheckpointMeta> restore(std::vector<TrainedModule>& modules, const std::string& workload,
-                                        const std::string& optimizer_name) const;
+                                        const std::string& optimizer_name, const std::string& labels = "") const;
 
   // Rank 0: replaces <dir>/progress with `mark`. Best effort: a mark that cannot be written is skipped (the
   // next checkpoint reports a full disk).

@@ -131,7 +131,7 @@ void Trainer::restore() {
     Stopwatch watch;
     set_phase(Phase::kRestoring, 0);
     Checkpointer checkpointer(config_.checkpoint, comm_);
-    restored_ = checkpointer.restore(state_.modules(), workload_.name(), to_string(config_.train.optimizer));
+    restored_ = checkpointer.restore(state_.modules(), workload_.name(), to_string(config_.train.optimizer), data_.labels);
     if (restored_) {
       first_epoch_ = restored_->epoch + 1;
       seed_ = restored_->seed;  // the shuffles and dropout masks must continue the original run's streams
@@ -162,6 +162,7 @@ CheckpointMeta Trainer::checkpoint_meta(int64_t completed_epoch) const {
   meta.optimizer = to_string(config_.train.optimizer);
   meta.world_size = comm_.world_size();
   meta.global_batch = global_batch_;
+  meta.labels = data_.labels;
   meta.saved_unix_s = unix_now_s();
   return meta;
 }

@@ -32,6 +32,11 @@ struct WorkloadData {
   int64_t num_classes = 0;  // classifiers: what the model's last layer is sized for
   int64_t image_size = 0;   // image workloads: the side of the square images the model sees
   std::string description;  // where the data came from, for the run log
+  // What gives the model's outputs their meaning where the data decides it, one fact per line: an image
+  // folder's classes in label order ("classes: cat, dog"), a graph's classes and papers. Checkpoints
+  // record it, and a resume on data whose labels mean other things stops. Empty for fixed label sets
+  // (MNIST, CIFAR-10) and synthetic data.
+  std::string labels;
   // What the workload's modules are built with besides the batches, of the workload's own type (a graph
   // for a graph network); the loop never looks into it. Not batched, not checkpointed.
   std::any context;

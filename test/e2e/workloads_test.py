@@ -11,6 +11,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -80,6 +81,8 @@ def main():
             if not start_event.get("data", "").startswith(described + os.path.join(data, folder)) or \
                     expected not in start_event["data"]:
                 failures.append(f"{workload}: run_start data is {start_event.get('data')!r}")
+        failures += labels_cases(dtrain, mpiexec, preflags, root, data)
+        failures += skip_bad_case(dtrain, mpiexec, preflags, root, data)
         for folder, size, steps, epochs, learns in GAN_CASES:
             failures += gan_case(dtrain, mpiexec, preflags, root, data, folder, size, steps, epochs, learns)
         # Every workload's run log, with its own metrics (a GAN's d_loss, sample grids), matches the schema.
@@ -92,6 +95,63 @@ def main():
     for failure in failures:
         print("FAILED:", failure)
     return 1 if failures else 0
+
+
+def labels_cases(dtrain, mpiexec, preflags, root, data):
+    """A checkpoint resumed on data whose labels mean other things stops with a data error (exit 3) naming
+    the difference: the image folder with its first class folder renamed so that it sorts last (the
+    label indices of both classes swap), and another graph of the same size."""
+    photos = os.path.join(data, "photos")
+    swapped = os.path.join(root, "photos-swapped")
+    shutil.copytree(photos, swapped)
+    a, b = sorted(os.listdir(swapped))[:2]
+    os.rename(os.path.join(swapped, a), os.path.join(swapped, "zz-" + a))
+    other_graph = os.path.join(root, "graph-2")
+    subprocess.run([sys.executable, os.path.join(HERE, "..", "data", "make_graph_dataset.py"), other_graph, "--seed", "2"],
+                   check=True)
+    failures = []
+    for workload, data_dir, expected in (
+            ("image-classifier", swapped, f"was trained on data whose labels mean other things: label 0 is class '{a}' in "
+                                          f"the checkpoint but '{b}' in this data (2 classes then, 2 now)"),
+            ("gcn", other_graph, "was trained on data whose labels mean other things: 'graph: 1800 papers, ")):
+        cmd = [mpiexec, "-np", "2", *preflags, dtrain, "--device", "cpu", "--backend", "mpi", "--workload", workload,
+               "--data-dir", data_dir, "--epochs", "100", "--resume", "--checkpoint-dir", os.path.join(root, "ck", workload),
+               "--log-dir", os.path.join(root, "logs-labels", workload), "--progress", "off", "--log-interval", "0"]
+        if workload == "image-classifier":
+            cmd += ["--image-size", "64", "--optimizer", "adam", "--lr-schedule", "constant", "--data-workers", "2"]
+        result = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=600)
+        output = result.stdout + result.stderr
+        print(f"{workload} resumed on other labels: exit {result.returncode}")
+        if result.returncode != 3 or expected not in output or "Train Epoch" in output:
+            failures.append(f"{workload} resumed on other labels: exit {result.returncode}, expected 3 and "
+                            f"{expected!r}\n{output[-2000:]}")
+    return failures
+
+
+def skip_bad_case(dtrain, mpiexec, preflags, root, data):
+    """--skip-bad-images: an image folder with an empty and a truncated-header file trains without them,
+    and the run log's data line counts them."""
+    folder = os.path.join(root, "photos-with-bad")
+    shutil.copytree(os.path.join(data, "photos"), folder)
+    first = sorted(os.listdir(folder))[0]
+    open(os.path.join(folder, first, "empty.jpg"), "wb").close()
+    with open(os.path.join(folder, first, "header.png"), "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n\x00\x00")
+    logs = os.path.join(root, "logs-skip")
+    cmd = [mpiexec, "-np", "2", *preflags, dtrain, "--device", "cpu", "--backend", "mpi", "--workload", "image-classifier",
+           "--data-dir", folder, "--epochs", "1", "--image-size", "32", "--batch-size", "16", "--skip-bad-images",
+           "--checkpoint=false", "--log-dir", logs, "--progress", "off", "--log-interval", "0", "--data-workers", "2"]
+    result = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=600)
+    output = result.stdout + result.stderr
+    print(f"image-classifier with --skip-bad-images: exit {result.returncode}")
+    if result.returncode != 0:
+        return [f"--skip-bad-images: exit {result.returncode}\n{output[-2000:]}"]
+    run_dir = os.path.join(logs, sorted(os.listdir(logs))[-1])
+    with open(os.path.join(run_dir, "events.jsonl")) as f:
+        start = next(e for e in map(json.loads, f) if e.get("event") == "run_start")
+    if "; 2 bad image files left out (--skip-bad-images), the first: " not in start["data"]:
+        return [f"--skip-bad-images: run_start data is {start['data']!r}"]
+    return []
 
 
 def gan_case(dtrain, mpiexec, preflags, root, data, folder, size, steps, epochs, learns):

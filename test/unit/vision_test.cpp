@@ -5,6 +5,7 @@
 #include <turbojpeg.h>
 
 #include <cstring>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -176,6 +177,46 @@ TEST_CASE("PNG decodes exactly, JPEG within its loss, grey becomes RGB, other fi
              Contains("c.jpg' is neither a JPEG nor a PNG image"));
   std::ofstream(dir.file("d.jpg"), std::ios::binary) << std::string("\xFF\xD8\xFF\xE0garbage", 11);
   CHECK_THAT(what_of([&] { decode_image_file(dir.file("d.jpg")); }), Contains("JPEG image '" + dir.file("d.jpg") + "'"));
+}
+
+TEST_CASE("CMYK JPEGs as PIL writes them decode to PIL's own RGB; a cut JPEG is refused", "[vision][data]") {
+  // The reference is the real producer and reader: PIL writes the CMYK file (Adobe marker, values inverted,
+  // as Photoshop's) and decodes it with convert("RGB"), what torchvision's ImageFolder loader does.
+  test::TempDir dir;
+  const std::string script = R"(
+import sys
+import numpy as np
+from PIL import Image
+out = sys.argv[1]
+rng = np.random.default_rng(3)
+rgb = (rng.random((21, 34, 3)) * 255).astype("uint8")
+Image.fromarray(rgb).convert("CMYK").save(out + "/cmyk.jpg", quality=90)
+open(out + "/cmyk.rgb", "wb").write(Image.open(out + "/cmyk.jpg").convert("RGB").tobytes())
+data = open(out + "/cmyk.jpg", "rb").read()
+big = (rng.random((120, 160, 3)) * 255).astype("uint8")  # a third of it lies well inside the scan data
+Image.fromarray(big).save(out + "/whole.jpg", quality=90)
+whole = open(out + "/whole.jpg", "rb").read()
+open(out + "/cut.jpg", "wb").write(whole[: len(whole) // 3])
+)";
+  std::ofstream(dir.file("make.py")) << script;
+  const std::string command = "/usr/bin/python3 " + dir.file("make.py") + " " + dir.path() + " 2>/dev/null";
+  if (std::system(command.c_str()) != 0) {
+    WARN("skipped: /usr/bin/python3 with PIL and numpy (Debian: python3-pil, python3-numpy) is needed");
+    return;
+  }
+  const RgbImage cmyk = decode_image_file(dir.file("cmyk.jpg"));
+  std::ifstream in(dir.file("cmyk.rgb"), std::ios::binary);
+  const std::vector<uint8_t> pil((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  REQUIRE(cmyk.width == 34);
+  REQUIRE(cmyk.height == 21);
+  REQUIRE(cmyk.pixels.size() == pil.size());
+  int worst = 0;
+  for (size_t i = 0; i < pil.size(); ++i) worst = std::max(worst, std::abs(int(cmyk.pixels[i]) - int(pil[i])));
+  CHECK(worst <= 1);
+
+  CHECK(decode_image_file(dir.file("whole.jpg")).width == 160);
+  CHECK_THAT(what_of([&] { decode_image_file(dir.file("cut.jpg")); }),
+             Contains("JPEG image '" + dir.file("cut.jpg") + "' is truncated (Premature end of JPEG file"));
 }
 
 TEST_CASE("the fused crop-resize transform is exact at scale 1 and mirrors when flipped", "[vision][data]") {

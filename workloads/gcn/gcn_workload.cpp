@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -9,11 +10,30 @@
 #include "runtime/data/citation_graph.h"
 #include "runtime/util/check.h"
 #include "runtime/util/error.h"
+#include "runtime/util/strings.h"
 #include "workloads/gcn/gcn.h"
 #include "workloads/gcn/graph_inputs.h"
 
 namespace dtrain {
 namespace {
+
+// What the GCN's outputs mean on this graph: its classes in label order, and the graph itself (an FNV-1a
+// digest of its papers' ids, their labels and the citations: the same on every build and machine).
+std::string graph_labels(const CitationGraph& graph) {
+  uint64_t digest = 0xcbf29ce484222325ULL;
+  const auto mix = [&digest](const void* data, size_t size) {
+    for (size_t i = 0; i < size; ++i) digest = (digest ^ static_cast<const unsigned char*>(data)[i]) * 0x100000001b3ULL;
+  };
+  for (const std::string& id : graph.node_ids) mix(id.c_str(), id.size() + 1);
+  const at::Tensor labels = graph.labels.contiguous();
+  const at::Tensor edges = graph.edges.contiguous();
+  mix(labels.data_ptr(), static_cast<size_t>(labels.nbytes()));
+  mix(edges.data_ptr(), static_cast<size_t>(edges.nbytes()));
+  char hex[24];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(digest));
+  return "classes: " + join(graph.class_names, ", ") + "\ngraph: " + std::to_string(graph.num_nodes()) + " papers, " +
+         std::to_string(graph.edges.size(1)) + " citations, digest " + hex;
+}
 
 // Where scripts/fetch_data.sh cora puts the graph when data.dir is not set.
 constexpr const char* kCoraDir = "data/cora";
@@ -108,6 +128,7 @@ class GcnWorkload final : public ClassifierWorkload {
                                             sizes.val_nodes, sizes.test_nodes, seed);
     WorkloadData data;
     data.num_classes = graph.num_classes();
+    data.labels = graph_labels(graph);
     data.train = node_dataset(split.train, graph.labels);
     data.test = node_dataset(split.test, graph.labels);
     data.context = GraphInputs{row_normalized(graph.features), normalized_adjacency(graph.edges, graph.num_nodes())};

@@ -9,6 +9,7 @@
 #include "runtime/data/image_files.h"
 #include "runtime/data/synthetic.h"
 #include "runtime/util/error.h"
+#include "runtime/util/strings.h"
 #include "workloads/vision/alexnet.h"
 #include "workloads/vision/resnet.h"
 
@@ -162,6 +163,7 @@ WorkloadData image_file_data(ImageSplits splits, const ImageFileOptions& options
   data.test = std::make_shared<ImageFileDataset>(std::move(splits.test), options);
   data.description = splits.description + ", " + std::to_string(data.num_classes) + " classes at " +
                      std::to_string(options.image_size) + " px";
+  data.labels = "classes: " + join(splits.classes, ", ");
   return data;
 }
 

@@ -75,6 +75,7 @@ struct DataOptions {
   int64_t image_size = 0;  // side of the square images the model sees; 0 = the workload's own size
   int64_t workers = 4;     // decoding threads per rank for datasets read from image files
   double val_fraction = 0.1;  // image folders without a val/ folder: the seeded share held out for testing
+  bool skip_bad_images = false;  // image files the start-up check finds bad are left out (counted), not an error
 };
 
 struct CommOptions {

@@ -412,6 +412,10 @@ std::vector<ConfigField> build_fields() {
   f.push_back(float_field("data.val_fraction", "val-fraction",
                           "image folders without a val/ folder: seeded share of each class held out for testing",
                           [](TrainConfig& c) -> double& { return c.data.val_fraction; }, 0.0, false, 0.9));
+  f.push_back(bool_field("data.skip_bad_images", "skip-bad-images",
+                         "image files that the start-up check finds bad (empty, unreadable, not a JPEG or PNG, a "
+                         "size no decoder takes) are left out and counted in the run log, instead of stopping the run",
+                         [](TrainConfig& c) -> bool& { return c.data.skip_bad_images; }));
 
   f.push_back(enum_field<BootstrapKind>("comm.bootstrap", "bootstrap",
                                         "how the ranks find each other (mpi: mpirun or srun; env: RANK, WORLD_SIZE, "

@@ -135,6 +135,61 @@ RgbImage decode_image(const std::vector<uint8_t>& bytes, const std::string& name
                   ")");
 }
 
+ImageSize read_image_size(const std::string& path) {
+  constexpr size_t kHead = 64 << 10;
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw DataError("cannot read image '" + path + "': " + (errno != 0 ? std::strerror(errno) : "not readable"));
+  std::vector<uint8_t> bytes(kHead);
+  in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(kHead));
+  if (in.bad()) throw DataError("cannot read image '" + path + "': read error");
+  bytes.resize(static_cast<size_t>(in.gcount()));
+  const auto check = [&path](const char* kind, int64_t width, int64_t height) {
+    if (width <= 0 || height <= 0 || width * height > kMaxPixels) {
+      throw DataError(std::string(kind) + " image '" + path + "' claims " + std::to_string(width) + "x" +
+                      std::to_string(height) + " pixels; expected a positive size of at most 2^28 pixels");
+    }
+    return ImageSize{height, width};
+  };
+  if (is_png(bytes)) {
+    // The IHDR chunk comes first: its width and height, big-endian, at bytes 16 and 20.
+    if (bytes.size() < 24 || std::memcmp(&bytes[12], "IHDR", 4) != 0) {
+      throw DataError("cannot decode PNG image '" + path + "': its header (IHDR) is missing or cut short");
+    }
+    const auto be32 = [&bytes](size_t at) {
+      return int64_t{bytes[at]} << 24 | int64_t{bytes[at + 1]} << 16 | int64_t{bytes[at + 2]} << 8 | bytes[at + 3];
+    };
+    return check("PNG", be32(16), be32(20));
+  }
+  if (!is_jpeg(bytes)) {
+    throw DataError("'" + path + "' is neither a JPEG nor a PNG image (" +
+                    (bytes.empty() ? std::string("the file is empty") : "its first bytes are not a JPEG or PNG signature") +
+                    ")");
+  }
+  struct HandleDeleter {
+    void operator()(void* h) const { tjDestroy(h); }
+  };
+  std::unique_ptr<void, HandleDeleter> handle(tjInitDecompress());
+  if (!handle) throw Error("cannot start the JPEG decoder: " + std::string(tjGetErrorStr2(nullptr)));
+  int width = 0;
+  int height = 0;
+  int subsampling = 0;
+  int colorspace = 0;
+  const auto header = [&] {
+    return tjDecompressHeader3(handle.get(), bytes.data(), static_cast<unsigned long>(bytes.size()), &width, &height,
+                               &subsampling, &colorspace) == 0;
+  };
+  bool parsed = header();
+  if (!parsed && bytes.size() == kHead) {
+    // The frame header behind more than 64 KiB of metadata (a large EXIF thumbnail): read it all.
+    bytes.insert(bytes.end(), std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (in.bad()) throw DataError("cannot read image '" + path + "': read error");
+    parsed = header();
+  }
+  if (!parsed) throw DataError("cannot decode JPEG image '" + path + "': " + tjGetErrorStr2(handle.get()));
+  return check("JPEG", width, height);
+}
+
 RgbImage decode_image_file(const std::string& path) {
   errno = 0;
   std::ifstream in(path, std::ios::binary);

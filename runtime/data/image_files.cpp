@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <sys/stat.h>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -40,11 +41,30 @@ std::vector<std::string> subdirectories(const fs::path& dir) {
   return names;
 }
 
-// The image files under `dir`, recursively, sorted by path.
+// The image files under `dir`, recursively, sorted by path. Directory symlinks are followed (datasets
+// are often assembled from links), each real directory once: a link back to an ancestor (a loop) or to a
+// directory already read adds nothing, where a plain walk would recurse until the path is too long.
 std::vector<std::string> images_under(const fs::path& dir) {
   std::vector<std::string> paths;
-  for (const fs::directory_entry& entry : fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink)) {
-    if (entry.is_regular_file() && is_image_name(entry.path())) paths.push_back(entry.path().string());
+  std::set<std::pair<dev_t, ino_t>> seen;
+  const auto first_visit = [&seen](const fs::path& path) {
+    struct stat info {};
+    return ::stat(path.c_str(), &info) != 0 || seen.insert({info.st_dev, info.st_ino}).second;
+  };
+  try {
+    first_visit(dir);
+    fs::recursive_directory_iterator it(dir, fs::directory_options::follow_directory_symlink);
+    for (; it != fs::recursive_directory_iterator(); ++it) {
+      const fs::directory_entry& entry = *it;
+      if (entry.is_directory()) {
+        if (!first_visit(entry.path())) it.disable_recursion_pending();
+      } else if (entry.is_regular_file() && is_image_name(entry.path())) {
+        paths.push_back(entry.path().string());
+      }
+    }
+  } catch (const fs::filesystem_error& e) {
+    throw DataError("cannot list the images under '" + dir.string() + "': " + e.code().message() + " at '" +
+                    e.path1().string() + "'");
   }
   std::sort(paths.begin(), paths.end());
   return paths;
@@ -307,6 +327,30 @@ ImageFileDataset::ImageFileDataset(std::vector<ImageSample> samples, ImageFileOp
 std::unique_ptr<BatchStream> ImageFileDataset::stream(std::vector<int64_t> indices, int64_t batch_size,
                                                       std::optional<uint64_t> augment_seed) const {
   return std::make_unique<ImageBatchStream>(*this, device_, std::move(indices), batch_size, augment_seed);
+}
+
+std::vector<BadImage> check_image_files(const std::vector<ImageSample>& samples, int64_t workers) {
+  std::vector<std::string> problems(samples.size());
+  std::atomic<size_t> next{0};
+  const auto work = [&] {
+    for (size_t i = next++; i < samples.size(); i = next++) {
+      try {
+        (void)read_image_size(samples[i].path);
+      } catch (const std::exception& e) {
+        problems[i] = e.what();
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  const int64_t count = std::max<int64_t>(1, std::min<int64_t>(workers, static_cast<int64_t>(samples.size())));
+  for (int64_t t = 1; t < count; ++t) threads.emplace_back(work);
+  work();
+  for (std::thread& t : threads) t.join();
+  std::vector<BadImage> bad;
+  for (size_t i = 0; i < problems.size(); ++i) {
+    if (!problems[i].empty()) bad.push_back(BadImage{i, std::move(problems[i])});
+  }
+  return bad;
 }
 
 }  // namespace dtrain

@@ -32,6 +32,7 @@ struct ImageFileOptions {
   int64_t prefetch_batches = 0;  // batches decoded ahead of the step; 0 = 2 x workers
   Normalisation normalisation;
   double min_crop_scale = 0.08;  // RandomResizedCrop's smallest area, as a share of the image
+  bool skip_bad = false;  // data.skip_bad_images: leave out files the start-up check finds bad, counted
 };
 
 // The image folder at `root`: JPEG and PNG files (by extension, any case; other files are ignored) under
@@ -45,6 +46,16 @@ ImageSplits scan_image_folder(const std::string& root, double val_fraction, uint
 // val/val_annotations.txt (file, wnid, box); classes are the wnids sorted. Throws DataError naming the
 // file that is missing or malformed.
 ImageSplits scan_tiny_imagenet(const std::string& root);
+
+// Checks every sample's file from its header (read_image_size), in `workers` threads: a dataset's bad
+// files (empty, unreadable, not an image, a size no decoder takes) are found at start-up, not at the step
+// that reads them hours later. Returns each bad file's sample index and what is wrong with it (the
+// message names the path), in sample order.
+struct BadImage {
+  size_t index = 0;
+  std::string problem;
+};
+std::vector<BadImage> check_image_files(const std::vector<ImageSample>& samples, int64_t workers);
 
 class ImageFileDataset final : public Dataset {
  public:

@@ -228,6 +228,27 @@ def cases(root, checkpoint):
                                          "--epochs", "1", "--checkpoint=false"], DATA,
         f"class folder '{os.path.join(root, 'images', 'cat')}' of the train split holds no .jpg, .jpeg or .png files")
 
+    # An image folder with bad files among good ones: the start-up check names each before training.
+    from PIL import Image  # noqa: PLC0415 - Debian's python3-pil, as make_vision_datasets.py uses
+    folder = os.path.join(root, "bad-images")
+    for cls in ("cat", "dog"):
+        os.makedirs(os.path.join(folder, cls), exist_ok=True)
+        for i in range(6):
+            Image.new("RGB", (40, 30), (40 * i, 100 if cls == "cat" else 200, 50)).save(os.path.join(folder, cls, f"{i}.jpg"))
+    write(folder, "cat/empty.jpg", "")
+    write(folder, "dog/notes.png", "a text file with an image's name")
+    huge = bytearray(open(os.path.join(folder, "cat", "0.jpg"), "rb").read())
+    sof = huge.index(b"\xff\xc0")  # the frame header: height and width, 16 bits each, 5 bytes in
+    huge[sof + 5:sof + 9] = (60000).to_bytes(2, "big") * 2
+    write(folder, "dog/huge.jpg", bytes(huge), "wb")
+    image_args = ["--workload", "image-classifier", "--data-dir", folder, "--epochs", "1", "--checkpoint=false",
+                  "--image-size", "32", "--val-fraction", "0.3"]
+    add("image folder with bad files", image_args, DATA, f"3 of the 15 image files of image folder {folder} (")
+    add("image folder with bad files, the empty one", image_args, DATA,
+        f"'{folder}/cat/empty.jpg' is neither a JPEG nor a PNG image (the file is empty)")
+    add("image folder with bad files, named", image_args, DATA,
+        f"JPEG image '{folder}/dog/huge.jpg' claims 60000x60000 pixels; expected a positive size of at most 2^28 pixels")
+
     # --- checkpoint files (`checkpoint` is a real one, of an sgd run) -------------------------------
     def ckpt(name, files, message, extra=(), status=DATA, ranks=1):
         path = os.path.join(root, "ck", name)

@@ -59,6 +59,11 @@ void write_jpeg(const std::string& path, int64_t h, int64_t w, const std::vector
   tjDestroy(handle);
 }
 
+std::string contents_of(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 std::string what_of(const std::function<void()>& body) {
   try {
     body();
@@ -371,4 +376,51 @@ TEST_CASE("in-memory images: random crops and flips are drawn per sample, the sa
     }
   }
   CHECK(found);
+}
+
+TEST_CASE("the start-up check reads only headers and names every bad image file", "[vision][data]") {
+  test::TempDir dir;
+  std::vector<ImageSample> samples;
+  const auto add = [&](const std::string& name) {
+    samples.push_back({dir.file(name), 0});
+    return dir.file(name);
+  };
+  write_png(add("good.png"), 5, 7, pattern(5, 7, 2));
+  write_jpeg(add("good.jpg"), 8, 8, pattern(8, 8, 3));
+  std::ofstream(add("empty.jpg")).flush();
+  std::ofstream(add("text.png")) << "not an image";
+  // A PNG whose header claims 60000 x 60000 pixels: refused from the header, nothing allocated.
+  std::string png = contents_of(dir.file("good.png"));
+  const unsigned char huge[8] = {0, 0, 0xEA, 0x60, 0, 0, 0xEA, 0x60};
+  png.replace(16, 8, reinterpret_cast<const char*>(huge), 8);
+  std::ofstream(add("huge.png"), std::ios::binary) << png;
+  samples.push_back({dir.file("missing.jpg"), 0});
+
+  const std::vector<BadImage> bad = check_image_files(samples, 3);
+  REQUIRE(bad.size() == 4);
+  CHECK(bad[0].index == 2);
+  CHECK_THAT(bad[0].problem, Contains("empty.jpg' is neither a JPEG nor a PNG image (the file is empty)"));
+  CHECK_THAT(bad[1].problem, Contains("text.png' is neither a JPEG nor a PNG image"));
+  CHECK_THAT(bad[2].problem, Contains("PNG image '" + dir.file("huge.png") + "' claims 60000x60000 pixels"));
+  CHECK_THAT(bad[3].problem, Contains("cannot read image '" + dir.file("missing.jpg") + "'"));
+  CHECK(read_image_size(dir.file("good.jpg")).width == 8);
+  CHECK(read_image_size(dir.file("good.png")).height == 5);
+}
+
+TEST_CASE("an image folder with a directory-symlink loop lists each real image once", "[vision][data]") {
+  test::TempDir dir;
+  for (const char* cls : {"cat", "dog"}) {
+    fs::create_directories(dir.file(std::string("root/") + cls + "/sub"));
+    for (int i = 0; i < 3; ++i) write_png(dir.file(std::string("root/") + cls + "/sub/" + std::to_string(i) + ".png"), 4, 4, pattern(4, 4, i));
+  }
+  fs::create_directory_symlink("..", dir.file("root/cat/sub/loop"));       // back to an ancestor
+  fs::create_directory_symlink("../dog/sub", dir.file("root/cat/alias"));  // another class's folder
+  const ImageSplits splits = scan_image_folder(dir.file("root"), 0.0, 1);
+  REQUIRE(splits.classes == std::vector<std::string>{"cat", "dog"});
+  int64_t cats = 0;
+  for (const auto* split : {&splits.train, &splits.test}) {
+    for (const ImageSample& s : *split) cats += s.label == 0 ? 1 : 0;
+  }
+  CHECK(cats == 6);  // its own 3, and dog's 3 through the alias (a link it was given); the loop adds none
+  CHECK(splits.train.size() + splits.test.size() == 9);
 }

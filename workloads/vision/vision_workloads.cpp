@@ -1,6 +1,7 @@
 #include "workloads/vision/vision_workloads.h"
 
 #include <filesystem>
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <utility>
@@ -121,6 +122,7 @@ class VisionWorkload final : public ClassifierWorkload {
     ImageFileOptions file_options;
     file_options.image_size = size;
     file_options.workers = options.workers;
+    file_options.skip_bad = options.skip_bad_images;
     return image_file_data(std::move(splits), file_options);
   }
 
@@ -152,6 +154,35 @@ std::string data_dir_or_default(const DataOptions& options, const char* fallback
 }
 
 WorkloadData image_file_data(ImageSplits splits, const ImageFileOptions& options) {
+  // Every file's header, before training: a bad file stops the run now, naming it, not hours in.
+  std::vector<ImageSample> all = splits.train;
+  all.insert(all.end(), splits.test.begin(), splits.test.end());
+  const std::vector<BadImage> bad = check_image_files(all, std::max<int64_t>(options.workers, 4));
+  std::string skipped;
+  if (!bad.empty()) {
+    std::string list;
+    for (size_t i = 0; i < bad.size() && i < 10; ++i) list += "\n  " + bad[i].problem;
+    if (bad.size() > 10) list += "\n  and " + std::to_string(bad.size() - 10) + " more";
+    if (!options.skip_bad) {
+      throw DataError(std::to_string(bad.size()) + " of the " + std::to_string(all.size()) + " image files of " +
+                      splits.description + " cannot be used:" + list +
+                      "\nremove or replace them, or --skip-bad-images to leave them out");
+    }
+    const size_t train_count = splits.train.size();
+    std::vector<bool> dropped(all.size(), false);
+    for (const BadImage& b : bad) dropped[b.index] = true;
+    const auto keep = [&dropped](std::vector<ImageSample>& samples, size_t first) {
+      std::vector<ImageSample> kept;
+      for (size_t i = 0; i < samples.size(); ++i) {
+        if (!dropped[first + i]) kept.push_back(std::move(samples[i]));
+      }
+      samples = std::move(kept);
+    };
+    keep(splits.train, 0);
+    keep(splits.test, train_count);
+    skipped = "; " + std::to_string(bad.size()) + " bad image files left out (--skip-bad-images), the first: " +
+              bad.front().problem;
+  }
   if (splits.train.empty() || splits.test.empty()) {
     throw DataError(splits.description + " has " + std::to_string(splits.train.size()) + " training and " +
                     std::to_string(splits.test.size()) + " validation images; both splits need some");
@@ -164,6 +195,7 @@ WorkloadData image_file_data(ImageSplits splits, const ImageFileOptions& options
   data.description = splits.description + ", " + std::to_string(data.num_classes) + " classes at " +
                      std::to_string(options.image_size) + " px";
   data.labels = "classes: " + join(splits.classes, ", ");
+  data.description += skipped;
   return data;
 }
 

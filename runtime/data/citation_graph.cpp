@@ -29,6 +29,8 @@ std::string read_text(const std::string& path) {
   if (!in) throw DataError("cannot read '" + path + "': " + (errno ? std::strerror(errno) : "not readable"));
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) throw DataError("cannot read '" + path + "': read error");
+  // A UTF-8 byte order mark (editors on Windows write one) is no part of the first paper's id.
+  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);
   return text;
 }
 
@@ -138,6 +140,11 @@ CitationGraph read_citation_graph(const CitationFiles& files, bool drop_dangling
   graph.class_names = label_names;
   std::sort(graph.class_names.begin(), graph.class_names.end());
   graph.class_names.erase(std::unique(graph.class_names.begin(), graph.class_names.end()), graph.class_names.end());
+  if (graph.class_names.size() < 2) {
+    throw DataError("'" + files.content + "' labels all its " + std::to_string(graph.node_ids.size()) +
+                    " papers with one class, '" + graph.class_names.front() +
+                    "'; a classifier needs at least two (is the class label the last field of each line?)");
+  }
   std::vector<int64_t> labels;
   labels.reserve(label_names.size());
   for (const std::string& name : label_names) {

@@ -220,6 +220,12 @@ def cases(root, checkpoint):
     graph("row too wide", papers.replace("p3\t1\t0", "p3\t1\t0\t1"), "p0\tp1\n",
           "DIR/g.content line 4: paper 'p3' has 3 features, expected 2")
     graph("too few nodes for the split", papers, "p0\tp1\n", "has 3 nodes, fewer than the 20 labelled training nodes per class")
+    one_class = "".join(f"p{i}\t{i % 2}\t{(i + 1) % 2}\tML\n" for i in range(6))
+    graph("one class", one_class, "p0\tp1\n", "DIR/g.content' labels all its 6 papers with one class, 'ML'; a classifier needs at least two")
+    # A byte order mark is stripped, so this graph gets as far as the split (the next check), not a bad id.
+    graph("byte order mark", "\ufeff" + papers, "p0\tp1\n", "has 3 nodes, fewer than the 20 labelled training nodes per class")
+    add("alexnet below its smallest image", ["--workload", "alexnet", "--synthetic", "--image-size", "62", "--epochs", "1"],
+        CONFIG, "data.image_size 62 is too small for the alexnet model, whose pooling layers need images of at least 63 px")
     add("graph: no such folder", ["--workload", "gcn", "--data-dir", f"{root}/no-graph"], DATA,
         f"the citation graph directory '{root}/no-graph' does not exist")
     os.makedirs(os.path.join(root, "images", "cat"), exist_ok=True)

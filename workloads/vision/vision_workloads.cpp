@@ -32,6 +32,9 @@ struct VisionSpec {
   int64_t native_size;  // the image side the workload trains at by default
   ModelMaker model;
   Recipe recipe;
+  // The smallest image side the model's layers can take (1: any); a smaller data.image_size is a
+  // configuration error before anything is loaded, not LibTorch's shape error at the first forward.
+  int64_t min_size = 1;
 };
 
 class VisionWorkload final : public ClassifierWorkload {
@@ -68,6 +71,11 @@ class VisionWorkload final : public ClassifierWorkload {
     const DataOptions& options = config.data;
     const auto seed = static_cast<uint64_t>(config.train.seed);
     const int64_t size = options.image_size > 0 ? options.image_size : spec_.native_size;
+    if (size < spec_.min_size) {
+      throw ConfigError("data.image_size " + std::to_string(size) + " is too small for the " + spec_.name +
+                        " model, whose pooling layers need images of at least " + std::to_string(spec_.min_size) +
+                        " px; give --image-size " + std::to_string(spec_.min_size) + " or more");
+    }
     switch (spec_.data) {
       case DataKind::kCifar10: {
         if (size != 32) {
@@ -240,7 +248,9 @@ std::unique_ptr<Workload> make_resnet50_workload() {
 std::unique_ptr<Workload> make_alexnet_workload() {
   return std::make_unique<VisionWorkload>(VisionSpec{
       "alexnet", DataKind::kTinyImagenet, 64, [](int64_t classes) { return std::make_shared<AlexNet>(classes); },
-      [](TrainConfig& c) { imagenet_recipe(c, 0.01); }});  // torchvision trains AlexNet at 0.01
+      [](TrainConfig& c) { imagenet_recipe(c, 0.01); },  // torchvision trains AlexNet at 0.01
+      // conv1 (11, stride 4, padding 2) and three 3x3 max-pools of stride 2 leave 1 px from 63 px up.
+      63});
 }
 
 std::unique_ptr<Workload> make_image_classifier_workload() {

@@ -39,7 +39,7 @@ running() { local proc; for proc in /proc/[0-9]*; do [ "$(cat "$proc/comm" 2>/de
 # or 128 + the signal when the command stopped for the relayed one.
 got=0
 run_relaying() {
-  "$@" &
+  "$@" <&0 &  # stdin stays the container's (a background job's would be /dev/null): `-it ... bash` works
   local child=$! status
   trap 'got=15; relay TERM' TERM
   trap 'got=2; relay INT' INT

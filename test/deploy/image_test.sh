@@ -106,6 +106,32 @@ if out=$(run 1000 bash -c '
 else
   fail "mpirun over ssh:"; echo "$out" | tail -n 30
 fi
+# A worker pod deleted mid-epoch: Kubernetes sends SIGTERM to its PID 1, the entrypoint, which hands it to
+# the ranks its sshd started and stays up until they are done; the ranks save a checkpoint and stop (143).
+port=$(( 20000 + RANDOM % 20000 ))
+if out=$(run 1000 bash -c '
+      port=$1
+      mkdir -p ~/.ssh && ssh-keygen -q -t ed25519 -N "" -f ~/.ssh/id_ed25519 && cp ~/.ssh/id_ed25519.pub ~/.ssh/authorized_keys
+      DTRAIN_SSH_PORT=$port dtrain-entrypoint worker & worker=$!
+      printf "127.0.0.2 slots=2\n" >/tmp/hostfile
+      DTRAIN_HOSTFILE=/tmp/hostfile dtrain-entrypoint launcher \
+        mpirun --hostfile /tmp/hostfile -np 2 --mca plm_rsh_args "-p $port -o ConnectionAttempts=10" \
+        dtrain --workload mnist --synthetic --epochs 2 --max-steps 300 --log-interval 10 --eval-samples 500 \
+        --log-dir $HOME/logs-stop --progress off & launcher=$!
+      for _ in $(seq 1 480); do
+        cat $HOME/logs-stop/*/events.jsonl 2>/dev/null | grep -q train_progress && break
+        sleep 0.25
+      done
+      kill -TERM $worker
+      wait $launcher; echo "launcher exit $?"
+      wait $worker; echo "worker exit $?"
+      grep "\"event\":\"stopped\"" $HOME/logs-stop/*/events.jsonl' _ "$port" 2>&1) &&
+   grep -q "launcher exit 143" <<<"$out" && grep -q "worker exit 0" <<<"$out" &&
+   grep -q '"signal":"SIGTERM".*"saved":true' <<<"$out"; then
+  echo "PASS: SIGTERM to a worker's entrypoint reaches its ranks, which save a checkpoint and stop (143)"
+else
+  fail "SIGTERM to a worker pod's entrypoint:"; echo "$out" | tail -n 30
+fi
 if run 1000 bash -c 'printf "nosuchhost-dtrain.invalid slots=1\n" >/tmp/hosts && DTRAIN_HOSTFILE=/tmp/hosts DTRAIN_WAIT_HOSTS_S=3 \
        dtrain-entrypoint launcher true' >/dev/null 2>&1; then
   fail "the launcher started although a worker host never resolved"

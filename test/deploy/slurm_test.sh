@@ -128,7 +128,7 @@ wait_training() {  # wait_training LOGDIR: until a run under LOGDIR logs trainin
   return 1
 }
 wait_gone() { for _ in $(seq 300); do squeue -h -j "$1" 2>/dev/null | grep -q . || return 0; sleep 1; done; return 1; }
-signal_run=(--workload mnist --synthetic --epochs 2 --max-steps 150 --log-interval 10 --eval-samples 500 --progress off)
+signal_run=(--workload mnist --synthetic --epochs 2 --max-steps 80 --log-interval 10 --eval-samples 500 --progress off)
 cancelled=$(DTRAIN="$dtrain" sbatch --parsable --nodes=1 --ntasks-per-node=2 --gres=none --time=10 \
   --output="$work/job-%j.out" deploy/slurm/dtrain.sbatch "${signal_run[@]}" --log-dir "$work/logs-term") ||
   die "sbatch of the scancel job failed"
@@ -145,6 +145,15 @@ requeued=$(DTRAIN="$dtrain" sbatch --parsable --requeue --nodes=1 --ntasks-per-n
   --open-mode=append --output="$work/job-%j.out" deploy/slurm/dtrain.sbatch "${signal_run[@]}" --checkpoint-on-usr1 \
   --log-dir "$work/logs-usr1") || die "sbatch of the SIGUSR1 job failed"
 wait_training "$work/logs-usr1" && scancel --signal=USR1 "$requeued"
+# Slurm holds a requeued job for about two minutes (its begin time); a test need not wait for that.
+for _ in $(seq 120); do
+  if scontrol show job "$requeued" 2>/dev/null | grep -q "Restarts=1" &&
+     scontrol show job "$requeued" 2>/dev/null | grep -q "JobState=PENDING"; then
+    scontrol update JobId="$requeued" StartTime=now
+    break
+  fi
+  sleep 0.5
+done
 wait_gone "$requeued"
 state=$(scontrol show job "$requeued" 2>/dev/null | grep -o 'JobState=[A-Z]*' | cut -d= -f2)
 restarts=$(scontrol show job "$requeued" 2>/dev/null | grep -o 'Restarts=[0-9]*' | cut -d= -f2)

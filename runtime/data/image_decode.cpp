@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <optional>
 
 #include "runtime/util/error.h"
 
@@ -24,6 +25,46 @@ bool is_png(const std::vector<uint8_t>& b) {
 
 // Larger images are refused rather than risking an allocation of many GiB from a corrupt header.
 constexpr int64_t kMaxPixels = int64_t{1} << 28;
+
+void check_size(const char* kind, const std::string& name, int64_t width, int64_t height) {
+  if (width <= 0 || height <= 0 || width * height > kMaxPixels) {
+    throw DataError(std::string(kind) + " image '" + name + "' claims " + std::to_string(width) + "x" +
+                    std::to_string(height) + " pixels; expected a positive size of at most 2^28 pixels");
+  }
+}
+
+[[noreturn]] void not_an_image(const std::string& name, bool empty) {
+  throw DataError("'" + name + "' is neither a JPEG nor a PNG image (" +
+                  (empty ? std::string("the file is empty") : "its first bytes are not a JPEG or PNG signature") + ")");
+}
+
+struct DecoderDeleter {
+  void operator()(void* h) const { tjDestroy(h); }
+};
+using JpegDecoder = std::unique_ptr<void, DecoderDeleter>;
+
+JpegDecoder jpeg_decoder() {
+  JpegDecoder handle(tjInitDecompress());
+  if (!handle) throw Error("cannot start the JPEG decoder: " + std::string(tjGetErrorStr2(nullptr)));
+  return handle;
+}
+
+struct JpegHeader {
+  int width = 0;
+  int height = 0;
+  int colorspace = 0;
+};
+
+// The frame header's facts, or nullopt where the bytes hold none (tjGetErrorStr2 says why).
+std::optional<JpegHeader> jpeg_header(void* handle, const std::vector<uint8_t>& bytes) {
+  JpegHeader header;
+  int subsampling = 0;
+  if (tjDecompressHeader3(handle, bytes.data(), static_cast<unsigned long>(bytes.size()), &header.width, &header.height,
+                          &subsampling, &header.colorspace) != 0) {
+    return std::nullopt;
+  }
+  return header;
+}
 
 // Whether the JPEG carries an Adobe APP14 marker, which (for CMYK and YCCK) means its CMYK values are
 // stored inverted, as Photoshop and PIL write them. Walks the marker segments up to the scan.
@@ -57,23 +98,13 @@ void cmyk_to_rgb(const std::vector<uint8_t>& cmyk, bool inverted, std::vector<ui
 }
 
 RgbImage decode_jpeg(const std::vector<uint8_t>& bytes, const std::string& name) {
-  struct HandleDeleter {
-    void operator()(void* h) const { tjDestroy(h); }
-  };
-  std::unique_ptr<void, HandleDeleter> handle(tjInitDecompress());
-  if (!handle) throw Error("cannot start the JPEG decoder: " + std::string(tjGetErrorStr2(nullptr)));
-  int width = 0;
-  int height = 0;
-  int subsampling = 0;
-  int colorspace = 0;
-  if (tjDecompressHeader3(handle.get(), bytes.data(), static_cast<unsigned long>(bytes.size()), &width, &height,
-                          &subsampling, &colorspace) != 0) {
-    throw DataError("cannot decode JPEG image '" + name + "': " + tjGetErrorStr2(handle.get()));
-  }
-  if (width <= 0 || height <= 0 || int64_t{width} * height > kMaxPixels) {
-    throw DataError("JPEG image '" + name + "' claims " + std::to_string(width) + "x" + std::to_string(height) +
-                    " pixels; expected a positive size of at most 2^28 pixels");
-  }
+  const JpegDecoder handle = jpeg_decoder();
+  const std::optional<JpegHeader> header = jpeg_header(handle.get(), bytes);
+  if (!header) throw DataError("cannot decode JPEG image '" + name + "': " + tjGetErrorStr2(handle.get()));
+  check_size("JPEG", name, header->width, header->height);
+  const int width = header->width;
+  const int height = header->height;
+  const int colorspace = header->colorspace;
   RgbImage image;
   image.width = width;
   image.height = height;
@@ -106,10 +137,11 @@ RgbImage decode_png(const std::vector<uint8_t>& bytes, const std::string& name) 
   if (png_image_begin_read_from_memory(&png, bytes.data(), bytes.size()) == 0) {
     throw DataError("cannot decode PNG image '" + name + "': " + png.message);
   }
-  if (int64_t{png.width} * png.height > kMaxPixels) {
+  try {
+    check_size("PNG", name, png.width, png.height);
+  } catch (const DataError&) {
     png_image_free(&png);
-    throw DataError("PNG image '" + name + "' claims " + std::to_string(png.width) + "x" + std::to_string(png.height) +
-                    " pixels; expected at most 2^28 pixels");
+    throw;
   }
   // Alpha is dropped, not composed onto a background: what PIL's convert("RGB") does.
   png.format = PNG_FORMAT_RGB;
@@ -130,9 +162,7 @@ RgbImage decode_png(const std::vector<uint8_t>& bytes, const std::string& name) 
 RgbImage decode_image(const std::vector<uint8_t>& bytes, const std::string& name) {
   if (is_jpeg(bytes)) return decode_jpeg(bytes, name);
   if (is_png(bytes)) return decode_png(bytes, name);
-  throw DataError("'" + name + "' is neither a JPEG nor a PNG image (" +
-                  (bytes.empty() ? std::string("the file is empty") : "its first bytes are not a JPEG or PNG signature") +
-                  ")");
+  not_an_image(name, bytes.empty());
 }
 
 ImageSize read_image_size(const std::string& path) {
@@ -144,13 +174,6 @@ ImageSize read_image_size(const std::string& path) {
   in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(kHead));
   if (in.bad()) throw DataError("cannot read image '" + path + "': read error");
   bytes.resize(static_cast<size_t>(in.gcount()));
-  const auto check = [&path](const char* kind, int64_t width, int64_t height) {
-    if (width <= 0 || height <= 0 || width * height > kMaxPixels) {
-      throw DataError(std::string(kind) + " image '" + path + "' claims " + std::to_string(width) + "x" +
-                      std::to_string(height) + " pixels; expected a positive size of at most 2^28 pixels");
-    }
-    return ImageSize{height, width};
-  };
   if (is_png(bytes)) {
     // The IHDR chunk comes first: its width and height, big-endian, at bytes 16 and 20.
     if (bytes.size() < 24 || std::memcmp(&bytes[12], "IHDR", 4) != 0) {
@@ -159,35 +182,21 @@ ImageSize read_image_size(const std::string& path) {
     const auto be32 = [&bytes](size_t at) {
       return int64_t{bytes[at]} << 24 | int64_t{bytes[at + 1]} << 16 | int64_t{bytes[at + 2]} << 8 | bytes[at + 3];
     };
-    return check("PNG", be32(16), be32(20));
+    check_size("PNG", path, be32(16), be32(20));
+    return ImageSize{be32(20), be32(16)};
   }
-  if (!is_jpeg(bytes)) {
-    throw DataError("'" + path + "' is neither a JPEG nor a PNG image (" +
-                    (bytes.empty() ? std::string("the file is empty") : "its first bytes are not a JPEG or PNG signature") +
-                    ")");
-  }
-  struct HandleDeleter {
-    void operator()(void* h) const { tjDestroy(h); }
-  };
-  std::unique_ptr<void, HandleDeleter> handle(tjInitDecompress());
-  if (!handle) throw Error("cannot start the JPEG decoder: " + std::string(tjGetErrorStr2(nullptr)));
-  int width = 0;
-  int height = 0;
-  int subsampling = 0;
-  int colorspace = 0;
-  const auto header = [&] {
-    return tjDecompressHeader3(handle.get(), bytes.data(), static_cast<unsigned long>(bytes.size()), &width, &height,
-                               &subsampling, &colorspace) == 0;
-  };
-  bool parsed = header();
-  if (!parsed && bytes.size() == kHead) {
+  if (!is_jpeg(bytes)) not_an_image(path, bytes.empty());
+  const JpegDecoder handle = jpeg_decoder();
+  std::optional<JpegHeader> header = jpeg_header(handle.get(), bytes);
+  if (!header && bytes.size() == kHead) {
     // The frame header behind more than 64 KiB of metadata (a large EXIF thumbnail): read it all.
     bytes.insert(bytes.end(), std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     if (in.bad()) throw DataError("cannot read image '" + path + "': read error");
-    parsed = header();
+    header = jpeg_header(handle.get(), bytes);
   }
-  if (!parsed) throw DataError("cannot decode JPEG image '" + path + "': " + tjGetErrorStr2(handle.get()));
-  return check("JPEG", width, height);
+  if (!header) throw DataError("cannot decode JPEG image '" + path + "': " + tjGetErrorStr2(handle.get()));
+  check_size("JPEG", path, header->width, header->height);
+  return ImageSize{header->height, header->width};
 }
 
 RgbImage decode_image_file(const std::string& path) {

@@ -95,10 +95,4 @@ std::string signal_name(int signal) {
   }
 }
 
-void reset_stop_signal_for_testing() noexcept {
-  ::alarm(0);
-  first_signal.store(0);
-  first_signal_ns.store(0);
-}
-
 }  // namespace dtrain

@@ -35,7 +35,4 @@ double seconds_since_stop_signal() noexcept;
 // "SIGTERM", "SIGUSR1", ... ("signal 42" for others).
 std::string signal_name(int signal);
 
-// For tests: forgets the signal received, so one process can stop more than once.
-void reset_stop_signal_for_testing() noexcept;
-
 }  // namespace dtrain

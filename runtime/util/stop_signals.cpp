@@ -1,5 +1,6 @@
 #include "runtime/util/stop_signals.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
@@ -72,8 +73,18 @@ void handle(int signal, void (*handler)(int)) {
 void install_stop_signals(const StopSignalOptions& options) {
   timeout_whole_s.store(static_cast<unsigned>(std::max(1.0, std::ceil(options.timeout_s))));
   handle(SIGALRM, on_stop_timeout);
-  for (const int signal : {SIGTERM, SIGINT, SIGHUP, SIGUSR2}) handle(signal, on_stop_signal);
+  sigset_t handled;
+  sigemptyset(&handled);
+  sigaddset(&handled, SIGALRM);
+  for (const int signal : {SIGTERM, SIGINT, SIGHUP, SIGUSR2}) {
+    handle(signal, on_stop_signal);
+    sigaddset(&handled, signal);
+  }
   handle(SIGUSR1, options.usr1 ? on_stop_signal : SIG_DFL);
+  if (options.usr1) sigaddset(&handled, SIGUSR1);
+  // A signal mask is inherited across exec: a launcher or container runtime that blocks one of these
+  // would keep the stop from ever arriving. Threads started later (MPI's, LibTorch's) inherit this one.
+  ::pthread_sigmask(SIG_UNBLOCK, &handled, nullptr);
 }
 
 int stop_signal() noexcept { return first_signal.load(); }

@@ -145,10 +145,13 @@ requeued=$(DTRAIN="$dtrain" sbatch --parsable --requeue --nodes=1 --ntasks-per-n
   --open-mode=append --output="$work/job-%j.out" deploy/slurm/dtrain.sbatch "${signal_run[@]}" --checkpoint-on-usr1 \
   --log-dir "$work/logs-usr1") || die "sbatch of the SIGUSR1 job failed"
 wait_training "$work/logs-usr1" && scancel --signal=USR1 "$requeued"
-# Slurm holds a requeued job for about two minutes (its begin time); a test need not wait for that.
+# Slurm holds a requeued job for about two minutes (its begin time); a test need not wait for that, only
+# until slurmd has ended the first run's step processes: a step launched while one of the same id is still
+# ending is refused ("StepId=N.0 aborted before step completely launched").
 for _ in $(seq 120); do
   if scontrol show job "$requeued" 2>/dev/null | grep -q "Restarts=1" &&
      scontrol show job "$requeued" 2>/dev/null | grep -q "JobState=PENDING"; then
+    for _ in $(seq 120); do pgrep -f "slurmstepd: \\[$requeued\\." >/dev/null || break; sleep 0.5; done
     scontrol update JobId="$requeued" StartTime=now
     break
   fi

@@ -3,12 +3,15 @@
 #   (a) SIGTERM to one rank under mpirun: every rank stops at the same step with a checkpoint there,
 #       exit 143, a `stopped` record; --resume continues at that step and finishes
 #   (b) SIGTERM to scripts/mpirun_local.sh: relayed as SIGUSR2 by mpirun at once, the script exits 143
-#   (c) SIGUSR1 (Slurm's --signal=USR1@N): kills without --checkpoint-on-usr1, stops with it (exit 138)
+#   (c) SIGUSR1 to the ranks (Slurm's --signal=USR1@N): kills without --checkpoint-on-usr1, stops with it
+#       (exit 138)
 #   (d) a stuck peer: the stop cannot finish, the signalled rank exits at once after
 #       --stop-timeout-s, earlier checkpoints intact, no .tmp
 #   (e) a second signal (after the first's 2-second window): the rank exits at once
 #   (f) SIGTERM to torchrun's agent: its workers stop with a checkpoint, a new torchrun resumes
 #   (g) SIGTERM to the image's entrypoint running torchrun as a pod's PID 1 would: relayed to the agent
+#   (h) on a GPU (where there is one): the ranks agree every 10 steps; the stop comes at such a step,
+#       --resume continues after it
 # Usage: signals_test.sh DTRAIN MPIEXEC [MPIEXEC_FLAGS]
 set -uo pipefail
 mpiexec=$2
@@ -111,10 +114,12 @@ else
   fail "SIGTERM to mpirun_local.sh (exit $rc, record '$sig $rank $epoch $step $saved')"; cat b.out
 fi
 
-# --- (c) SIGUSR1, which mpirun relays as it is ----------------------------------------------------------
+# --- (c) SIGUSR1 to every rank, as Slurm's --signal=USR1@N sends it to every task -------------------------
+# (Not through mpirun: Open MPI 4.1.4 relays SIGUSR1 to the ranks, 4.1.6 was seen not to; docs/failures.md.)
+usr1_ranks() { kill -USR1 "$(rank_pid "$dtrain" 0)" "$(rank_pid "$dtrain" 1)"; }
 "$mpiexec" -np 2 $mpi_flags "$dtrain" "${cpu[@]}" "${train[@]}" --log-dir logs-c1 >c1.out 2>&1 &
 job=$!
-wait_training logs-c1 && kill -USR1 "$job"
+wait_training logs-c1 && usr1_ranks
 wait "$job"
 rc=$?
 leftovers
@@ -125,7 +130,7 @@ else
 fi
 "$mpiexec" -np 2 $mpi_flags "$dtrain" "${cpu[@]}" "${train[@]}" --checkpoint-on-usr1 --log-dir logs-c2 >c2.out 2>&1 &
 job=$!
-wait_training logs-c2 && kill -USR1 "$job"
+wait_training logs-c2 && usr1_ranks
 wait "$job"
 rc=$?
 leftovers
@@ -148,12 +153,12 @@ kill -STOP "$rank1"
 kill -TERM "$rank0"
 start=$(date +%s.%N)
 for _ in $(seq 1 80); do kill -0 "$rank0" 2>/dev/null || break; sleep 0.1; done
-took=$(echo "$(date +%s.%N) - $start" | bc)
+took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
 kill -CONT "$rank1" 2>/dev/null
 wait "$job"
 rc=$?
 leftovers
-if ! kill -0 "$rank0" 2>/dev/null && [ "$(echo "$took < 5" | bc)" = 1 ] &&
+if ! kill -0 "$rank0" 2>/dev/null && awk -v t="$took" 'BEGIN { exit !(t < 5) }' &&
    grep -q "did not finish within checkpoint.stop_timeout_s: exiting at once; the newest complete checkpoint is kept" d.out &&
    [ -f logs-d/*/checkpoints/checkpoint-epoch-000001.pt ] && no_tmp logs-d && [ -z "$(stopped_record logs-d)" ]; then
   pass "a stop that cannot finish (rank 1 frozen) ends rank 0 after --stop-timeout-s 2 (${took} s); epoch 1's checkpoint kept"
@@ -231,6 +236,35 @@ elif [ -x "$torchrun" ]; then
   fi
 else
   echo "SKIP: no torchrun at $torchrun (Debian: python3-torch)"
+fi
+
+# --- (h) on a GPU: NCCL, the agreement every 10 optimizer steps --------------------------------------------
+if "$dtrain" --version | grep -q 'devices:.*cuda' && nvidia-smi -L >/dev/null 2>&1; then
+  gpu=(--device cuda --backend nccl)
+  # Steps of a millisecond or two: 4000 of them give a few seconds to be signalled in.
+  gtrain=(--workload mnist --synthetic --epochs 2 --max-steps 4000 --log-interval 100 --eval-samples 200 --progress off)
+  "$dtrain" "${gpu[@]}" "${gtrain[@]}" --log-dir logs-h >h.out 2>&1 &
+  job=$!
+  wait_training logs-h && kill -TERM "$job"
+  wait "$job"
+  rc=$?
+  leftovers
+  read -r sig rank epoch step saved checkpoint <<<"$(stopped_record logs-h)"
+  if [ "$rc" -eq 143 ] && [ "$sig" = SIGTERM ] && [ "$saved" = true ] && [ -f "$checkpoint" ] &&
+     [ "${step:-1}" -gt 0 ] && [ $((step % 10)) -eq 0 ] && no_tmp logs-h; then
+    pass "SIGTERM on the GPU: stopped after step $step (an agreement step: every 10th) with a checkpoint, exit 143"
+  else
+    fail "SIGTERM on the GPU (exit $rc, record '$sig $rank $epoch $step $saved $checkpoint')"; cat h.out
+  fi
+  timeout 300 "$dtrain" "${gpu[@]}" "${gtrain[@]}" --log-dir logs-h --resume >h2.out 2>&1
+  rc=$?
+  if [ "$rc" -eq 0 ] && grep -q "resumed epoch $epoch at step $((step + 1)) from" h2.out; then
+    pass "--resume on the GPU continues at step $((step + 1)) and finishes"
+  else
+    fail "GPU resume after the stop (exit $rc)"; cat h2.out
+  fi
+else
+  echo "SKIP: no GPU (the CUDA case needs a CUDA build and nvidia-smi)"
 fi
 
 echo "$failures failure(s)"

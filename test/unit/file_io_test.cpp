@@ -97,3 +97,23 @@ TEST_CASE("a stop that cannot finish ends the process at its timeout and removes
   CHECK_FALSE(std::filesystem::exists(std::filesystem::symlink_status(temp)));
   CHECK_FALSE(std::filesystem::exists(path));
 }
+
+TEST_CASE("stop signals arrive even when the process was started with them blocked", "[signals]") {
+  // A launcher or container runtime may leave signals blocked in the mask it execs dtrain with.
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    sigset_t blocked;
+    sigemptyset(&blocked);
+    sigaddset(&blocked, SIGTERM);
+    sigaddset(&blocked, SIGUSR1);
+    ::sigprocmask(SIG_BLOCK, &blocked, nullptr);
+    install_stop_signals(StopSignalOptions{true, 25.0});
+    ::raise(SIGUSR1);
+    ::_exit(stop_signal() == SIGUSR1 ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <vector>
 
@@ -269,6 +270,81 @@ std::string first_mismatch(const torch::nn::Module& module, torch::serialize::In
   }
   return "";
 }
+
+// Every tensor's storage checked against the bytes its record holds, before any tensor is used. LibTorch
+// 1.13 sizes a storage by the element count in the archive's pickle but fills it from the record: a
+// record cut short (its CRC-32 recomputed, so the zip check passes) gives a storage whose tail lies past
+// its buffer, read when the tensor is loaded into the model or saved again. The writer numbers storages
+// in the order the pickle first meets them (records <archive>/data/0, 1, ...), which is the order of this
+// walk over the archive's attributes; a tensor whose shape needs more than its storage is refused too.
+class StorageCheck {
+ public:
+  explicit StorageCheck(std::string_view bytes) {
+    for (ZipRecord& r : zip_records(bytes)) {
+      constexpr std::string_view kPickle = "data.pkl";
+      if (r.name.size() >= kPickle.size() && r.name.compare(r.name.size() - kPickle.size(), kPickle.size(), kPickle) == 0 &&
+          folder_.empty()) {
+        folder_ = r.name.substr(0, r.name.size() - kPickle.size());
+      }
+      sizes_.emplace(std::move(r.name), r.size);
+    }
+  }
+
+  // Throws DataError naming the first tensor (by its path in the archive) whose bytes are not all there.
+  void check(torch::serialize::InputArchive& archive, const std::string& prefix) {
+    for (const std::string& key : archive.keys()) {
+      c10::IValue value;
+      if (!archive.try_read(key, value)) continue;
+      if (value.isObject()) {
+        torch::serialize::InputArchive inner;
+        if (archive.try_read(key, inner)) check(inner, prefix + key + "/");
+      } else if (value.isTensor()) {
+        check(value.toTensor(), prefix + key);
+      } else if (value.isTensorList()) {
+        for (const at::Tensor& t : value.toTensorVector()) check(t, prefix + key);
+      }
+    }
+  }
+
+ private:
+  void check(const at::Tensor& t, const std::string& name) {
+    if (!t.defined() || !t.has_storage()) return;
+    const void* storage = t.storage().unsafeGetStorageImpl();
+    if (std::find(seen_.begin(), seen_.end(), storage) == seen_.end()) {
+      const std::string record = folder_ + "data/" + std::to_string(seen_.size());
+      seen_.push_back(storage);
+      const auto found = sizes_.find(record);
+      const auto claimed = static_cast<uint64_t>(t.storage().nbytes());
+      if (found == sizes_.end() || found->second != claimed) {
+        throw DataError("tensor '" + name + "' " + shape_text(t) + " has a storage of " + std::to_string(claimed) +
+                        " bytes, its record '" + record + "' " +
+                        (found == sizes_.end() ? std::string("is missing") : "holds " + std::to_string(found->second)) +
+                        " (a damaged or crafted file)");
+      }
+    }
+    if (t.numel() == 0) return;
+    // The last element's offset, every product checked: a crafted shape may overflow int64.
+    int64_t last = t.storage_offset();
+    bool overflow = last < 0;
+    for (int64_t d = 0; d < t.dim() && !overflow; ++d) {
+      int64_t extent = 0;
+      overflow = t.stride(d) < 0 || __builtin_mul_overflow(t.size(d) - 1, t.stride(d), &extent) ||
+                 __builtin_add_overflow(last, extent, &last);
+    }
+    int64_t needed = 0;
+    overflow = overflow || __builtin_add_overflow(last, int64_t{1}, &needed) ||
+               __builtin_mul_overflow(needed, static_cast<int64_t>(t.dtype().itemsize()), &needed);
+    if (overflow || static_cast<uint64_t>(needed) > t.storage().nbytes()) {
+      throw DataError("tensor '" + name + "' " + shape_text(t) + " needs " +
+                      (overflow ? std::string("more than 2^63") : std::to_string(needed)) + " bytes, its storage holds " +
+                      std::to_string(t.storage().nbytes()) + " (a damaged or crafted file)");
+    }
+  }
+
+  std::map<std::string, uint64_t> sizes_;
+  std::string folder_;
+  std::vector<const void*> seen_;
+};
 
 // A decimal number filling [first, last), or nullopt; throws DataError when it overflows.
 std::optional<int64_t> parse_number(const char* first, const char* last, const fs::path& file, const char* what) {
@@ -645,6 +721,7 @@ std::optional<CheckpointMeta> Checkpointer::restore(std::vector<TrainedModule>& 
       }
     }
     archive.load_from(data.data(), data.size(), device);
+    StorageCheck(data).check(archive, "");
     version = read_int(archive, "format_version");
     if (version < 1 || version > kFormatVersion) {
       throw DataError("format version " + std::to_string(version) + ", expected 1 to " + std::to_string(kFormatVersion) +

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <optional>
+#include <vector>
 
 namespace dtrain {
 namespace {
@@ -45,9 +46,7 @@ uint32_t crc_of(std::string_view data) {
   return static_cast<uint32_t>(crc);
 }
 
-}  // namespace
-
-std::string zip_damage(std::string_view bytes) {
+std::string check_zip(std::string_view bytes, bool check_crcs, std::vector<ZipRecord>* records) {
   if (bytes.empty()) return "it is empty";
   const Reader in{bytes};
   // The end of central directory record: the last 22 bytes, or further back by a comment.
@@ -116,7 +115,8 @@ std::string zip_damage(std::string_view bytes) {
     if (data > bytes.size() || packed > bytes.size() - data) {
       return "record '" + name + "' (" + std::to_string(packed) + " bytes) runs past the end of the file (truncated?)";
     }
-    if (*method == 0) {
+    if (records) records->push_back({name, packed});
+    if (*method == 0 && check_crcs) {
       const uint32_t computed = crc_of(bytes.substr(data, packed));
       if (computed != *crc) {
         return "record '" + name + "' fails its CRC-32 check (stored " + hex(static_cast<uint32_t>(*crc)) + ", computed " +
@@ -126,6 +126,16 @@ std::string zip_damage(std::string_view bytes) {
     at += 46 + *name_length + *extra_length + *comment_length;
   }
   return "";
+}
+
+}  // namespace
+
+std::string zip_damage(std::string_view bytes) { return check_zip(bytes, true, nullptr); }
+
+std::vector<ZipRecord> zip_records(std::string_view bytes) {
+  std::vector<ZipRecord> records;
+  if (!check_zip(bytes, false, &records).empty()) records.clear();
+  return records;
 }
 
 }  // namespace dtrain

@@ -10,8 +10,10 @@
 // image for this one check.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace dtrain {
 
@@ -19,5 +21,14 @@ namespace dtrain {
 // CRC-32; else what is wrong, e.g. "it has no end of central directory (truncated, or not a zip archive)"
 // or "record 'archive/data/12' fails its CRC-32 check (stored 8c1f0e2a, computed 0b9d77c1)".
 std::string zip_damage(std::string_view bytes);
+
+// A record of the archive: its name and stored size.
+struct ZipRecord {
+  std::string name;
+  uint64_t size = 0;
+};
+// The records of an archive zip_damage passes, in the central directory's order (CRCs not checked
+// again); empty for a damaged one.
+std::vector<ZipRecord> zip_records(std::string_view bytes);
 
 }  // namespace dtrain

@@ -19,6 +19,7 @@
 #include "test/support/temp_dir.h"
 #include "test/support/tiny_workload.h"
 #include "test/support/train_run.h"
+#include "test/support/zip_edit.h"
 
 using namespace dtrain;
 using Catch::Matchers::Contains;
@@ -146,4 +147,30 @@ TEST_CASE("with every checkpoint damaged the resume stops with a data error nami
   CHECK_THAT(error, Contains("every checkpoint in checkpoint.dir '" + config.checkpoint.dir + "' is damaged:"));
   CHECK_THAT(error, Contains(checkpoint_of(config, 2) + ": it is empty"));
   CHECK_THAT(error, Contains(checkpoint_of(config, 1) + ": it has no end of central directory"));
+}
+
+TEST_CASE("a record cut short with valid CRCs is refused before any of its tensors is used", "[checkpoint][integrity]") {
+  // The record of fc1.weight made 12 bytes shorter in the zip's headers and its CRC-32 recomputed: the
+  // zip check passes it, and LibTorch would make a tensor of the pickled shape over fewer bytes.
+  test::TempDir dir;
+  TrainConfig config = trained(dir, 1);
+  const std::string path = checkpoint_of(config, 1);
+  std::string bytes = read_file(path);
+  const at::Tensor weight = fc1_weight_of(path);
+  const size_t at = bytes.find(std::string(static_cast<const char*>(weight.data_ptr()), static_cast<size_t>(weight.nbytes())));
+  REQUIRE(at != std::string::npos);
+  std::string record;
+  test::zip_detail::for_each_entry(bytes, [&](size_t, size_t, size_t data, uint32_t size, const std::string& name) {
+    if (at >= data && at < data + size) record = name;
+  });
+  REQUIRE_FALSE(record.empty());
+  REQUIRE(test::shorten_zip_record(bytes, record, 12));
+  CHECK(zip_damage(bytes).empty());
+  write_file_atomically(path, bytes);
+
+  config.checkpoint.resume = true;
+  const std::string error = test::training_error<DataError>(config, *test::make_tiny_workload());
+  CHECK_THAT(error, Contains("tensor 'modules/model/fc1/weight' ") &&
+                        Contains("has a storage of " + std::to_string(weight.nbytes()) + " bytes, its record '" + record + "' holds " +
+                                 std::to_string(weight.nbytes() - 12)));
 }

@@ -1,0 +1,97 @@
+// Checkpoints: the input is a checkpoint file whose every record's CRC-32 is first recomputed, so that
+// mutations get past the zip check into LibTorch's reader and dtrain's checks of what it read (the
+// metadata's ranges, names, shapes, storages that must hold their tensors), restored as a resume
+// would into a small model with its SGD optimizer. The same bytes are also read as the progress mark
+// beside the checkpoints.
+#include <ATen/ATen.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "runtime/comm/local_communicator.h"
+#include "runtime/train/checkpoint.h"
+#include "runtime/train/optimizer_factory.h"
+#include "runtime/util/error.h"
+#include "test/fuzz/fuzz_target.h"
+#include "test/support/tiny_workload.h"
+#include "test/support/zip_edit.h"
+
+namespace {
+
+dtrain::TrainConfig config_in(const std::string& dir) {
+  dtrain::TrainConfig config = dtrain::test::tiny_config(dir);
+  config.checkpoint.dir = dir;
+  config.checkpoint.resume = true;
+  config.checkpoint.keep = 0;
+  config.checkpoint.memory_dir.clear();
+  return config;
+}
+
+std::vector<dtrain::TrainedModule> modules_for(const dtrain::TrainConfig& config) {
+  static const auto workload = dtrain::test::make_tiny_workload();
+  auto model = workload->make_model({});
+  std::vector<dtrain::TrainedModule> modules;
+  modules.push_back({"model", model, dtrain::make_optimizer(config.train, *model), nullptr});
+  return modules;
+}
+
+}  // namespace
+
+namespace {
+
+using namespace dtrain;
+using namespace dtrain::fuzz;
+
+void write_seeds(const std::string& dir) {
+  const std::string work = scratch_dir() + "/seeds";
+  std::filesystem::create_directories(work);
+  const TrainConfig config = config_in(work);
+  LocalCommunicator comm;
+  Checkpointer checkpointer(config.checkpoint, comm);
+  CheckpointMeta meta;
+  meta.epoch = 1;
+  meta.seed = 7;
+  meta.workload = "tiny";
+  meta.optimizer = "sgd";
+  meta.world_size = 2;
+  meta.labels = "0 zero\n1 one\n";
+  std::filesystem::copy_file(checkpointer.save(meta, modules_for(config)), dir + "/epoch-end.pt");
+  meta.epoch_samples = 640;
+  meta.epoch_steps = 10;
+  meta.global_batch = 64;
+  meta.partial_samples = 640;
+  std::filesystem::copy_file(checkpointer.save(meta, modules_for(config)), dir + "/mid-epoch.pt");
+  checkpointer.write_progress(ProgressMark{2, 1280, 1.7e9});
+  std::filesystem::copy_file(work + "/progress", dir + "/progress");
+}
+
+}  // namespace
+
+namespace {
+
+int test_one_input(const uint8_t* data, size_t size) {
+  const std::string dir = dtrain::fuzz::scratch_dir() + "/checkpoints";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::string bytes(reinterpret_cast<const char*>(data), size);
+  dtrain::test::recompute_zip_crcs(bytes);
+  dtrain::fuzz::write_bytes(dir + "/checkpoint-epoch-000001.pt", bytes);
+  const dtrain::TrainConfig config = config_in(dir);
+  std::vector<dtrain::TrainedModule> modules = modules_for(config);
+  dtrain::LocalCommunicator comm;
+  try {
+    const auto meta = dtrain::Checkpointer(config.checkpoint, comm).restore(modules, "tiny", "sgd");
+    // What a resume does next with it: the model's parameters are used and saved again.
+    for (const auto& p : modules.front().module->parameters()) (void)p.sum().item<float>();
+    if (meta && meta->epoch < 0) std::abort();
+  } catch (const dtrain::DataError& e) {
+    dtrain::fuzz::refused(e);
+  }
+  dtrain::fuzz::write_bytes(dir + "/progress", data, size);
+  (void)dtrain::Checkpointer::read_progress(dir);
+  return 0;
+}
+
+}  // namespace
+
+DTRAIN_FUZZ_TARGET(checkpoint, write_seeds, test_one_input)

@@ -9,6 +9,7 @@
 #   bash scripts/fuzz.sh [SECONDS] [TARGET...]     (Debian: apt install clang libclang-rt-dev)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/install_deps.sh sanitize
 seconds=${1:-600}
 shift || true
 build=${BUILD_DIR:-build-asan}

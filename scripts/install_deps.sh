@@ -3,7 +3,8 @@
 #   run     build the dtrain binary and train with it on Fashion-MNIST under mpirun
 #   test    run: plus the test suites, the benchmarks' PyTorch peers and dtrain-report
 #   deploy  test: plus a local Slurm cluster, buildah and the emulated cluster's tools, for deploy/'s tests
-#   all     everything (the default; what scripts/test.sh and CI use)
+#   all     everything above (the default; what scripts/test.sh and CI use)
+#   sanitize  test: plus clang and its sanitizer and libFuzzer runtimes (scripts/sanitize.sh, scripts/fuzz.sh)
 # Idempotent: packages already present are left alone and apt-get runs only when something is missing.
 # apt's output goes to stdout; scripts/run_mnist.sh sends it to its log.
 set -euo pipefail
@@ -34,13 +35,17 @@ deploy_packages=(
   buildah debootstrap            # container images without a Docker engine or registry (deploy/docker)
   iproute2 iptables              # deploy/local/cluster.sh: namespaces, links, shaping, packet loss
 )
+sanitize_packages=(
+  clang libclang-rt-dev          # AddressSanitizer, UndefinedBehaviorSanitizer and libFuzzer with clang
+)
 
 purpose=${1:-all}
 case "$purpose" in
   run) packages=("${run_packages[@]}") ;;
   test) packages=("${run_packages[@]}" "${test_packages[@]}") ;;
   deploy | all) packages=("${run_packages[@]}" "${test_packages[@]}" "${deploy_packages[@]}") ;;
-  *) echo "install_deps: unknown purpose '$purpose' (expected run, test, deploy or all)" >&2; exit 2 ;;
+  sanitize) packages=("${run_packages[@]}" "${test_packages[@]}" "${sanitize_packages[@]}") ;;
+  *) echo "install_deps: unknown purpose '$purpose' (expected run, test, deploy, all or sanitize)" >&2; exit 2 ;;
 esac
 
 missing=()

@@ -11,6 +11,7 @@
 #   bash scripts/sanitize.sh [STEP...]    (default: all five; e.g. `bash scripts/sanitize.sh 1 3`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/install_deps.sh sanitize
 root=$(pwd)
 build=${BUILD_DIR:-build-asan}
 steps=("${@:-1 2 3 4 5}")

@@ -34,10 +34,11 @@ fi
 rm -f "$torch_log"
 BUILD_DIR=${CUDA_BUILD_DIR:-build-cuda} bash scripts/build_cuda.sh current
 # The peer benchmark compares against Debian's PyTorch, and the deploy tests do not use this build's
-# binaries beyond what the CPU build's run already covered. The long end-to-end suites (every bad
-# input, every vision workload) run the same code as the CPU build's run did; here, on a machine
-# without a GPU, this build's unit, multi-rank and e2e_dtrain tests check its linking and LibTorch
-# version, and GPU hosts (scripts/gpu_host.sh) run the long suites too. README's commands (docs) are
+# binaries beyond what the CPU build's run already covered. The long end-to-end suites (the main
+# end-to-end suite, every bad input, every vision workload, signals) run the same code as the CPU
+# build's run did; here, on a machine without a GPU, this build's unit, multi-rank, torchrun, report
+# and fuzz-replay tests check its linking and LibTorch version, and GPU hosts (scripts/gpu_host.sh) run
+# the long suites too. (e2e_dtrain here cost 225 s of CI's 40 minutes and repeated the CPU run's cases.) README's commands (docs) are
 # those of the Debian build, which the CPU run checked.
 ctest --test-dir "${CUDA_BUILD_DIR:-build-cuda}" --output-on-failure --timeout 900 -LE 'deploy|peer|long|docs' "$@"
 # The Volta/Pascal configuration differs only in its LibTorch (and CUDA 12): the executables the

@@ -178,7 +178,10 @@ CitationGraph read_citation_graph(const CitationFiles& files, bool drop_dangling
   graph.features = at::from_blob(features.data(), {n, width}, at::kFloat).clone();
   graph.labels = at::from_blob(labels.data(), {n}, at::kLong).clone();
   const auto e = static_cast<int64_t>(edges.size() / 2);
-  graph.edges = e > 0 ? at::from_blob(edges.data(), {e, 2}, at::kLong).t().contiguous() : at::empty({2, 0}, at::kLong);
+  // A copy, always: with one edge the transposed view already counts as contiguous, and contiguous()
+  // would return it still pointing into `edges`, freed on return.
+  graph.edges = e > 0 ? at::from_blob(edges.data(), {e, 2}, at::kLong).t().clone(at::MemoryFormat::Contiguous)
+                      : at::empty({2, 0}, at::kLong);
   return graph;
 }
 
@@ -227,7 +230,7 @@ CitationGraph make_community_graph(const GraphSpec& spec, uint64_t seed) {
   graph.features = at::from_blob(features.data(), {n, f}, at::kFloat).clone();
   graph.labels = at::from_blob(labels.data(), {n}, at::kLong).clone();
   const auto e = static_cast<int64_t>(edges.size() / 2);
-  graph.edges = at::from_blob(edges.data(), {e, 2}, at::kLong).t().contiguous();
+  graph.edges = at::from_blob(edges.data(), {e, 2}, at::kLong).t().clone(at::MemoryFormat::Contiguous);
   for (int64_t node = 0; node < n; ++node) graph.node_ids.push_back(std::to_string(node));
   for (int64_t k = 0; k < c; ++k) graph.class_names.push_back("class_" + std::to_string(k));
   return graph;

@@ -27,7 +27,8 @@ bool is_png(const std::vector<uint8_t>& b) {
 constexpr int64_t kMaxPixels = int64_t{1} << 28;
 
 void check_size(const char* kind, const std::string& name, int64_t width, int64_t height) {
-  if (width <= 0 || height <= 0 || width * height > kMaxPixels) {
+  // Each side at most kMaxPixels first: a PNG header's 32-bit sides multiply past int64.
+  if (width <= 0 || height <= 0 || width > kMaxPixels || height > kMaxPixels || width * height > kMaxPixels) {
     throw DataError(std::string(kind) + " image '" + name + "' claims " + std::to_string(width) + "x" +
                     std::to_string(height) + " pixels; expected a positive size of at most 2^28 pixels");
   }

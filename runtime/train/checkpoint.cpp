@@ -346,6 +346,9 @@ class StorageCheck {
   std::vector<const void*> seen_;
 };
 
+// The first line of a message, for errors whose text runs on (TorchScript's quote the source).
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
 // A decimal number filling [first, last), or nullopt; throws DataError when it overflows.
 std::optional<int64_t> parse_number(const char* first, const char* last, const fs::path& file, const char* what) {
   if (first == last || !std::all_of(first, last, [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
@@ -748,6 +751,10 @@ std::optional<CheckpointMeta> Checkpointer::restore(std::vector<TrainedModule>& 
     throw DataError(where + " is unusable: " + e.what());
   } catch (const c10::Error& e) {
     throw DataError(where + " is corrupt or not a dtrain checkpoint: " + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    // LibTorch's TorchScript reader reports a damaged archive with std::runtime_error (its ErrorReport,
+    // several lines quoting the source it could not parse).
+    throw DataError(where + " is corrupt or not a dtrain checkpoint: " + first_line(e.what()));
   }
   if (meta.epoch < 0) throw DataError(where + " records epoch " + std::to_string(meta.epoch) + ", expected 0 or more");
   if (meta.epoch_samples < 0 || meta.epoch_steps < 0 || meta.global_batch < 0) {
@@ -826,8 +833,12 @@ std::optional<CheckpointMeta> Checkpointer::restore(std::vector<TrainedModule>& 
       }
       m.optimizer->load(optimizer_archive);
     }
+  } catch (const DataError&) {
+    throw;
   } catch (const c10::Error& e) {
     throw DataError(where + " does not match the " + workload + " model: " + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    throw DataError(where + " does not match the " + workload + " model: " + first_line(e.what()));
   }
   return meta;
 }

@@ -27,8 +27,8 @@ struct ZipRecord {
   std::string name;
   uint64_t size = 0;
 };
-// The records of an archive zip_damage passes, in the central directory's order (CRCs not checked
-// again); empty for a damaged one.
+// The records of an archive whose structure is whole, in the central directory's order; empty when
+// it is not. CRCs are not checked (zip_damage does that): for an archive zip_damage has passed.
 std::vector<ZipRecord> zip_records(std::string_view bytes);
 
 }  // namespace dtrain

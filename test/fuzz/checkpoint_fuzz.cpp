@@ -1,8 +1,8 @@
-// Checkpoints: the input is a checkpoint file whose every record's CRC-32 is first recomputed, so that
-// mutations get past the zip check into LibTorch's reader and dtrain's checks of what it read (the
-// metadata's ranges, names, shapes, storages that must hold their tensors), restored as a resume
-// would into a small model with its SGD optimizer. The same bytes are also read as the progress mark
-// beside the checkpoints.
+// Checkpoints: the input is a checkpoint file whose tensor records' CRC-32s are first recomputed, so
+// that mutations of their bytes and sizes get past the zip check into dtrain's checks of what LibTorch
+// read (the metadata's ranges, the names and shapes, storages that must hold their tensors), restored
+// as a resume would into a small model with its SGD optimizer. The same bytes are also read as the
+// progress mark beside the checkpoints.
 #include <ATen/ATen.h>
 
 #include <cstdlib>
@@ -74,7 +74,12 @@ int test_one_input(const uint8_t* data, size_t size) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   std::string bytes(reinterpret_cast<const char*>(data), size);
-  dtrain::test::recompute_zip_crcs(bytes);
+  // Only the tensors' bytes (records data/N) get valid CRCs. Damage anywhere else (the pickled object
+  // tree data.pkl, the TorchScript type definitions code/*.py) stays caught by the CRC check: LibTorch
+  // 1.13's unpickler and TorchScript parser crash on crafted input there (segfaults in
+  // ScriptTypeParser::parseClassConstant, reached from a mutated code/ record and from a mutated
+  // data.pkl, found here), which dtrain cannot guard; docs/fuzzing.md.
+  dtrain::test::recompute_zip_crcs(bytes, [](const std::string& name) { return name.find("/data/") != std::string::npos; });
   dtrain::fuzz::write_bytes(dir + "/checkpoint-epoch-000001.pt", bytes);
   const dtrain::TrainConfig config = config_in(dir);
   std::vector<dtrain::TrainedModule> modules = modules_for(config);

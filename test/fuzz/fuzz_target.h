@@ -48,7 +48,8 @@ inline void write_bytes(const std::string& path, const std::string& text) { writ
 // DTRAIN_FUZZ_TARGET(name, seeds, input) at the end of a target's source: libFuzzer's entry point in a
 // libFuzzer build (one target per binary), a registration for the replay driver otherwise.
 #ifdef DTRAIN_LIBFUZZER
-#define DTRAIN_FUZZ_TARGET(name, seeds, input) \
+#define DTRAIN_FUZZ_TARGET(name, seeds, input)                                 \
+  [[maybe_unused]] static constexpr dtrain::fuzz::SeedsFn fuzz_seeds_##name = seeds; \
   extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) { return input(data, size); }
 #else
 #define DTRAIN_FUZZ_TARGET(name, seeds, input) \

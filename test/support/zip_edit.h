@@ -57,15 +57,20 @@ void for_each_entry(const std::string& z, F f) {
 
 }  // namespace zip_detail
 
-// Recomputes every record's CRC-32 (in its local header and in the central directory) from its bytes.
-inline void recompute_zip_crcs(std::string& z) {
-  zip_detail::for_each_entry(z, [&z](size_t cd, size_t local, size_t data, uint32_t size, const std::string&) {
-    if (data + size > z.size() || size == 0xffffffffu) return;
+// Recomputes the CRC-32 of every record (or of those `which` names) in its local header and in the
+// central directory, from its bytes.
+template <typename Which>
+void recompute_zip_crcs(std::string& z, Which which) {
+  zip_detail::for_each_entry(z, [&](size_t cd, size_t local, size_t data, uint32_t size, const std::string& name) {
+    if (data + size > z.size() || size == 0xffffffffu || !which(name)) return;
     const auto crc = static_cast<uint32_t>(
         crc32(0L, reinterpret_cast<const Bytef*>(z.data() + data), static_cast<uInt>(size)));
     zip_detail::put32(z, cd + 16, crc);
     zip_detail::put32(z, local + 14, crc);
   });
+}
+inline void recompute_zip_crcs(std::string& z) {
+  recompute_zip_crcs(z, [](const std::string&) { return true; });
 }
 
 // Makes the record whose name ends in `suffix` `shorter_by` bytes shorter in both headers, then

@@ -109,6 +109,16 @@ void apply_yaml_file(const std::string& path, const ConfigSchema& schema, TrainC
 
 namespace {
 
+// Writes `text` as a scalar that reads back as exactly `text`. yaml-cpp writes a value with a control
+// character (a trailing CR from a Windows-edited file) or a space at either end as a plain scalar, which
+// a reader trims; double quotes keep it (found by test/fuzz/config_fuzz.cpp).
+void write_scalar(YAML::Emitter& out, const std::string& text) {
+  bool quote = !text.empty() && (text.front() == ' ' || text.back() == ' ');
+  for (const char c : text) quote = quote || static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  if (quote) out << YAML::DoubleQuoted;
+  out << text;
+}
+
 std::string yaml_of(const TrainConfig& config, const ConfigSchema& schema, bool per_node_keys) {
   YAML::Emitter out;
   out << YAML::BeginMap;
@@ -129,12 +139,12 @@ std::string yaml_of(const TrainConfig& config, const ConfigSchema& schema, bool 
       out << YAML::Flow << YAML::BeginSeq;
       for (size_t begin = 0; begin < text.size();) {
         const size_t end = std::min(text.find(',', begin), text.size());
-        out << text.substr(begin, end - begin);
+        write_scalar(out, text.substr(begin, end - begin));
         begin = end + 1;
       }
       out << YAML::EndSeq;
     } else {
-      out << field.format(config);
+      write_scalar(out, field.format(config));
     }
   }
   if (!open_section.empty()) out << YAML::EndMap;

@@ -15,6 +15,8 @@ import struct
 import subprocess
 import sys
 import tempfile
+import zipfile
+import zlib
 
 CONFIG, DATA = 2, 3  # dtrain's exit statuses for configuration and data errors (docs/failures.md)
 CPU = ["--device", "cpu", "--backend", "mpi"]
@@ -278,6 +280,25 @@ def cases(root, checkpoint):
     flipped = bytearray(real)
     flipped[len(real) // 2] ^= 0x10  # inside the largest record: a tensor's bytes
     ckpt("one bit flipped", {"checkpoint-epoch-000001.pt": bytes(flipped)}, damaged + "record '")
+    # The largest record (a tensor's bytes) 12 bytes shorter in both of its headers, its CRC-32 recomputed:
+    # the zip check passes it, and its tensor's storage no longer has all its bytes.
+    with zipfile.ZipFile(checkpoint) as archive:
+        largest = max(archive.infolist(), key=lambda i: i.file_size)
+    cut = bytearray(real)
+    name_length, extra_length = struct.unpack_from("<HH", cut, largest.header_offset + 26)
+    start = largest.header_offset + 30 + name_length + extra_length
+    short_size = largest.file_size - 12
+    crc = zlib.crc32(bytes(cut[start:start + short_size]))
+    struct.pack_into("<III", cut, largest.header_offset + 14, crc, short_size, short_size)
+    at = cut.find(b"PK\x01\x02")
+    while at != -1:
+        entry_name_length = struct.unpack_from("<H", cut, at + 28)[0]
+        if cut[at + 46:at + 46 + entry_name_length].decode() == largest.filename:
+            struct.pack_into("<III", cut, at + 16, crc, short_size, short_size)
+            break
+        at = cut.find(b"PK\x01\x02", at + 4)
+    ckpt("a record cut short, its CRC recomputed", {"checkpoint-epoch-000001.pt": bytes(cut)},
+         f"its record '{largest.filename}' holds {short_size} (a damaged or crafted file)")
     ckpt("zip without a model", {"checkpoint-epoch-000001.pt": open(shutil.make_archive(
         os.path.join(root, "some"), "zip", os.path.join(root, "yaml")), "rb").read()}, "is corrupt or not a dtrain checkpoint")
     ckpt("other optimizer", good, "holds sgd optimizer state, this run uses adadelta", ["--optimizer", "adadelta"])

@@ -4,7 +4,7 @@
 // are the expected outcome of bad input; any other exception escapes and aborts (LibTorch's or the
 // standard library's text reaching a user is the defect), as does a memory error under the sanitizers.
 //
-// Built two ways (test/fuzz/CMakeLists.txt): with clang's libFuzzer (-DDTRAIN_FUZZ=ON, scripts/fuzz.sh),
+// Built two ways (test/CMakeLists.txt): with clang's libFuzzer (-DDTRAIN_FUZZ=ON, scripts/fuzz.sh),
 // one binary per target, for coverage-guided runs; and in every build as one replay driver holding all
 // targets (replay_main.cpp), with which the tests run each target over its seeds and over the inputs
 // kept under test/fuzz/inputs/<target>/ (what fuzzing runs found worth keeping).

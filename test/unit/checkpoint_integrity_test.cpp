@@ -174,3 +174,25 @@ TEST_CASE("a record cut short with valid CRCs is refused before any of its tenso
                         Contains("has a storage of " + std::to_string(weight.nbytes()) + " bytes, its record '" + record + "' holds " +
                                  std::to_string(weight.nbytes() - 12)));
 }
+
+TEST_CASE("TorchScript text LibTorch cannot parse is a data error, not its exception", "[checkpoint][integrity]") {
+  // Bytes no tokenizer accepts at the end of a type definition, CRCs recomputed: LibTorch's reader throws
+  // std::runtime_error (not c10::Error) for it.
+  test::TempDir dir;
+  TrainConfig config = trained(dir, 1);
+  const std::string path = checkpoint_of(config, 1);
+  std::string bytes = read_file(path);
+  bool garbled = false;
+  test::zip_detail::for_each_entry(bytes, [&](size_t, size_t, size_t data, uint32_t size, const std::string& name) {
+    if (garbled || name.size() < 3 || name.compare(name.size() - 3, 3, ".py") != 0 || size < 16) return;
+    for (size_t i = data + size - 8; i < data + size; ++i) bytes[i] = '\xff';
+    garbled = true;
+  });
+  REQUIRE(garbled);
+  test::recompute_zip_crcs(bytes);
+  write_file_atomically(path, bytes);
+  config.checkpoint.resume = true;
+  const std::string error = test::training_error<DataError>(config, *test::make_tiny_workload());
+  CHECK_THAT(error, Contains("checkpoint '" + path + "' is corrupt or not a dtrain checkpoint: "));
+  CHECK_THAT(error, !Contains("\n"));
+}

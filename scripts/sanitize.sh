@@ -23,9 +23,14 @@ BUILD_DIR=$build BUILD_TYPE=RelWithDebInfo bash scripts/build.sh -DDTRAIN_SANITI
 . scripts/mpi_env.sh
 # A report ends the process with this status, so that no test can take it for an ordinary failure.
 report_status=86
-export ASAN_OPTIONS="exitcode=$report_status:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1:${ASAN_OPTIONS:-}"
+# fast_unwind_on_malloc=0: the libraries dtrain does not build have no frame pointers, and a leak's stack
+# must reach the library frames that lsan.supp names (with fast unwinding it stops at the first).
+export ASAN_OPTIONS="exitcode=$report_status:detect_leaks=1:fast_unwind_on_malloc=0:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=$report_status:${UBSAN_OPTIONS:-}"
 export LSAN_OPTIONS="suppressions=$root/test/sanitize/lsan.supp:exitcode=$report_status:${LSAN_OPTIONS:-}"
+# Open MPI unloads its plugins at MPI_Finalize, after which LeakSanitizer cannot name the library of
+# what they kept ("<unknown module>"); kept loaded, their allocations match test/sanitize/lsan.supp.
+export OMPI_MCA_mca_base_component_disable_dlclose=1
 # Every rank's reports in files, read at the end: mpirun and Python tests may swallow a rank's stderr.
 reports=$(mktemp -d)
 trap 'rm -rf "$reports"' EXIT
@@ -70,11 +75,13 @@ if [[ $steps == *" 5 "* ]]; then
 fi
 
 step "sanitizer reports"
-if compgen -G "$reports/*" >/dev/null; then
-  for f in "$reports"/*; do echo "--- $f"; head -60 "$f"; done
-  echo "sanitize: $(ls "$reports" | wc -l) report file(s)"
+# A process whose leaks were all suppressed still writes a file (its table of suppressions used).
+found=$(grep -lE "ERROR: (Address|Leak|UndefinedBehavior)Sanitizer|runtime error:" "$reports"/* 2>/dev/null || true)
+if [ -n "$found" ]; then
+  for f in $found; do echo "--- $f"; head -60 "$f"; done
+  echo "sanitize: $(wc -w <<<"$found") process(es) reported"
   status=1
 else
-  echo "sanitize: no reports"
+  echo "sanitize: no reports ($(ls "$reports" | wc -l) processes left only their suppression tables)"
 fi
 exit "$status"

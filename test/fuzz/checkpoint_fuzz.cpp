@@ -46,6 +46,9 @@ namespace {
 using namespace dtrain;
 using namespace dtrain::fuzz;
 
+// Seeds are written over those of an earlier run in the same corpus.
+constexpr auto kReplace = std::filesystem::copy_options::overwrite_existing;
+
 void write_seeds(const std::string& dir) {
   const std::string work = scratch_dir() + "/seeds";
   std::filesystem::create_directories(work);
@@ -59,14 +62,14 @@ void write_seeds(const std::string& dir) {
   meta.optimizer = "sgd";
   meta.world_size = 2;
   meta.labels = "0 zero\n1 one\n";
-  std::filesystem::copy_file(checkpointer.save(meta, modules_for(config)), dir + "/epoch-end.pt");
+  std::filesystem::copy_file(checkpointer.save(meta, modules_for(config)), dir + "/epoch-end.pt", kReplace);
   meta.epoch_samples = 640;
   meta.epoch_steps = 10;
   meta.global_batch = 64;
   meta.partial_samples = 640;
-  std::filesystem::copy_file(checkpointer.save(meta, modules_for(config)), dir + "/mid-epoch.pt");
+  std::filesystem::copy_file(checkpointer.save(meta, modules_for(config)), dir + "/mid-epoch.pt", kReplace);
   checkpointer.write_progress(ProgressMark{2, 1280, 1.7e9});
-  std::filesystem::copy_file(work + "/progress", dir + "/progress");
+  std::filesystem::copy_file(work + "/progress", dir + "/progress", kReplace);
 }
 
 }  // namespace

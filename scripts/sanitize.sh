@@ -7,7 +7,7 @@
 #   3. every workload on 2 ranks for a few steps with a checkpoint, then resumed from it
 #   4. every workload training on generated data in its published format (test/e2e/workloads_test.py)
 #   5. the bad-input corpus (test/e2e/bad_inputs.py)
-# Exit 0 only if every step passed with no sanitizer report. About 50 minutes on 2 cores (the build: 20).
+# Exit 0 only if every step passed with no sanitizer report. About 40 minutes on 2 cores (the build: 4).
 #   bash scripts/sanitize.sh [STEP...]    (default: all five; e.g. `bash scripts/sanitize.sh 1 3`)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -39,9 +39,6 @@ std::vector<dtrain::TrainedModule> modules_for(const dtrain::TrainConfig& config
   return modules;
 }
 
-}  // namespace
-
-namespace {
 
 using namespace dtrain;
 using namespace dtrain::fuzz;
@@ -72,9 +69,6 @@ void write_seeds(const std::string& dir) {
   std::filesystem::copy_file(work + "/progress", dir + "/progress", kReplace);
 }
 
-}  // namespace
-
-namespace {
 
 // The records of the seeds, other than the tensors' bytes: name -> the contents seen.
 const std::map<std::string, std::set<std::string>>& seed_records() {

@@ -28,9 +28,6 @@ const std::string& batch_dir() {
   return dir;
 }
 
-}  // namespace
-
-namespace {
 
 using namespace dtrain;
 using namespace dtrain::fuzz;
@@ -40,9 +37,6 @@ void write_seeds(const std::string& dir) {
   write_bytes(dir + "/one-record", record(5));
 }
 
-}  // namespace
-
-namespace {
 
 int test_one_input(const uint8_t* data, size_t size) {
   const std::string& dir = batch_dir();

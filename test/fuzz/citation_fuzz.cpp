@@ -26,9 +26,6 @@ void write_seeds(const std::string& dir) {
   write_bytes(dir + "/bom", "\xEF\xBB\xBF" + content + std::string(1, '\0') + cites);
 }
 
-}  // namespace
-
-namespace {
 
 int test_one_input(const uint8_t* data, size_t size) {
   const char* text = reinterpret_cast<const char*>(data);

@@ -21,9 +21,6 @@ const dtrain::ConfigSchema& schema() {
   return s;
 }
 
-}  // namespace
-
-namespace {
 
 using namespace dtrain;
 using namespace dtrain::fuzz;
@@ -37,9 +34,6 @@ void write_seeds(const std::string& dir) {
   write_bytes(dir + "/flow.yaml", "{train: {epochs: 1, optimizer: adam}, data: {synthetic: true}}\n");
 }
 
-}  // namespace
-
-namespace {
 
 int test_one_input(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -28,9 +28,6 @@ std::string idx(uint8_t dims, const std::vector<uint32_t>& extents) {
   return bytes;
 }
 
-}  // namespace
-
-namespace {
 
 using namespace dtrain;
 using namespace dtrain::fuzz;
@@ -52,9 +49,6 @@ void write_seeds(const std::string& dir) {
   write_bytes(dir + "/images-gz", std::string(1, '\x06') + packed);
 }
 
-}  // namespace
-
-namespace {
 
 int test_one_input(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

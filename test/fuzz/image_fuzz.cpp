@@ -50,9 +50,6 @@ std::string png(int width, int height, png_uint_32 format, int channels) {
   return bytes;
 }
 
-}  // namespace
-
-namespace {
 
 using namespace dtrain;
 using namespace dtrain::fuzz;
@@ -67,9 +64,6 @@ void write_seeds(const std::string& dir) {
   write_bytes(dir + "/gray.png", png(6, 6, PNG_FORMAT_GRAY, 1));
 }
 
-}  // namespace
-
-namespace {
 
 int test_one_input(const uint8_t* data, size_t size) {
   const std::vector<uint8_t> bytes(data, data + size);

@@ -33,9 +33,6 @@ void write_seeds(const std::string& dir) {
   write_bytes(dir + "/two-records.zip", zip);
 }
 
-}  // namespace
-
-namespace {
 
 int test_one_input(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);

@@ -123,6 +123,18 @@ at::Tensor BatchNormImpl::forward(const at::Tensor& input) {
   DTRAIN_CHECK(input.dim() >= 2 && input.size(1) == options_.num_features, Error,
                "BatchNorm(" << options_.num_features << ") needs input [N, " << options_.num_features
                             << ", ...], got " << input.sizes());
+  // PyTorch's Python BatchNorm refuses this too; ATen's kernel would not: the batch variance of a single
+  // value is 0, the running variance's unbiased update divides by 0, and the NaN shows up only when the
+  // model is evaluated. Statistics synced over several ranks always have more than one value.
+  const int64_t values = input.numel() / options_.num_features;
+  DTRAIN_CHECK(!is_training() || values > 1 || (comm_ != nullptr && comm_->world_size() > 1), ConfigError,
+               "BatchNorm(" << options_.num_features << ") in training got input " << input.sizes()
+                            << ": one value per channel, whose batch variance is undefined (the running variance "
+                               "would become NaN). A batch on each rank must give every BatchNorm layer at least "
+                               "two values per channel: a batch size of 2 or more per rank (an epoch's last batch "
+                               "holds what is left of the rank's share, and may be the one of size 1), images "
+                               "large enough that the layer's maps are bigger than 1x1, or, with several ranks, "
+                               "--sync-batchnorm");
   if (is_training()) num_batches_tracked.add_(1);
   if (is_training() && comm_ != nullptr) return forward_synced(input);
   return at::batch_norm(input, weight, bias, running_mean, running_var, is_training(), options_.momentum,

@@ -33,6 +33,8 @@ class BatchNormImpl final : public torch::nn::Module {
 
   // Local on one process; collective once sync_statistics() set a communicator: in training mode every
   // rank of it must run this forward (and its backward) in the same order, as they do the same step.
+  // Throws ConfigError in training for an input with one value per channel (a batch of one at 1x1), as
+  // PyTorch's BatchNorm does, unless the statistics are synced over several ranks.
   at::Tensor forward(const at::Tensor& input);
 
   // Takes the training-mode batch statistics over all ranks of `comm` (nullptr: this rank's batch only).

@@ -228,6 +228,13 @@ def cases(root, checkpoint):
     graph("byte order mark", "\ufeff" + papers, "p0\tp1\n", "has 3 nodes, fewer than the 20 labelled training nodes per class")
     add("alexnet below its smallest image", ["--workload", "alexnet", "--synthetic", "--image-size", "62", "--epochs", "1"],
         CONFIG, "data.image_size 62 is too small for the alexnet model, whose pooling layers need images of at least 63 px")
+    # 4 px shrink to 1x1 maps after the stem: with one image per rank a BatchNorm sees one value per channel,
+    # whose variance ATen would turn into a NaN running variance (and a NaN test loss blamed on the lr). It is
+    # found in the first forward, on every rank alike (their batches have the same sizes), so on one rank here.
+    add("resnet50 at 4 px, one image per rank", ["--workload", "resnet50", "--synthetic", "--image-size", "4",
+                                                 "--batch-size", "1", "--epochs", "1", "--max-steps", "2",
+                                                 "--checkpoint=false"],
+        CONFIG, "BatchNorm(64) in training got input [1, 64, 1, 1]: one value per channel")
     add("graph: no such folder", ["--workload", "gcn", "--data-dir", f"{root}/no-graph"], DATA,
         f"the citation graph directory '{root}/no-graph' does not exist")
     os.makedirs(os.path.join(root, "images", "cat"), exist_ok=True)

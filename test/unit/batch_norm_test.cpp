@@ -70,6 +70,25 @@ TEST_CASE("dtrain's BatchNorm has torch's parameters, buffers and results", "[nn
   check_close(ours->forward(input), theirs->forward(input), 1e-6, "eval output");
 }
 
+TEST_CASE("BatchNorm refuses one value per channel in training, as PyTorch's does", "[nn][batchnorm]") {
+  // ATen's kernel takes it and leaves a NaN running variance (an unbiased update over one value), which
+  // surfaced as a NaN test loss blamed on the learning rate (resnet50 at 4 px, batch 1).
+  BatchNorm norm(3);
+  const at::Tensor single = at::randn({1, 3, 1, 1});
+  REQUIRE_THROWS_AS(norm->forward(single), ConfigError);
+  CHECK_THROWS_WITH(norm->forward(single),
+                    Catch::Matchers::Contains("BatchNorm(3) in training got input [1, 3, 1, 1]: one value per channel") &&
+                        Catch::Matchers::Contains("a batch size of 2 or more per rank"));
+  CHECK(norm->num_batches_tracked.item<int64_t>() == 0);
+  CHECK(at::isfinite(norm->running_var).all().item<bool>());
+  // Two values per channel, in a batch of one or of two, are enough; evaluation uses the running ones.
+  CHECK_NOTHROW(norm->forward(at::randn({1, 3, 2, 1})));
+  CHECK_NOTHROW(norm->forward(at::randn({2, 3, 1, 1})));
+  CHECK(at::isfinite(norm->running_var).all().item<bool>());
+  norm->eval();
+  CHECK(at::isfinite(norm->forward(single)).all().item<bool>());
+}
+
 TEST_CASE("synced BatchNorm statistics on one rank give torch's BatchNorm", "[nn][batchnorm]") {
   // With one rank the global batch is the local one, so the synced path (its own forward and backward
   // formulas, and the shifted moments it reduces) must reproduce torch's kernel exactly up to rounding.

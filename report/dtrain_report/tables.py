@@ -15,8 +15,8 @@ LABELS = ["platform", "nodes", "ranks", "gpus_per_node", "accelerator", "repetit
 # The epoch figures every epochs.csv row has, in this order; the workload's own metrics (train_<metric>,
 # test_<metric>: train_loss, test_accuracy for classifiers, train_d_loss for a GAN) follow them.
 EPOCH_FIELDS = ["epoch", "lr", "train_loss", "test_accuracy", "test_loss", "epoch_s", "train_s", "eval_s",
-                "samples_per_s", "steps", "skipped_steps", "flops_per_sample", "tflops_achieved", "mfu", "comm_s",
-                "exposed_comm_s", "bytes_allreduced_per_step", "algbw_gbps", "busbw_gbps",
+                "samples_per_s", "steps", "skipped_steps", "bad_samples", "flops_per_sample", "tflops_achieved",
+                "mfu", "comm_s", "exposed_comm_s", "bytes_allreduced_per_step", "algbw_gbps", "busbw_gbps",
                 "net_tx_bytes_per_step", "net_rx_bytes_per_step"]
 METRIC_FIELD = re.compile(r"^(train|test)_[a-z][a-z0-9_]*$")
 # Fields METRIC_FIELD matches that are an epoch's times and counts, not a workload's metric.

@@ -414,7 +414,9 @@ std::vector<ConfigField> build_fields() {
                           [](TrainConfig& c) -> double& { return c.data.val_fraction; }, 0.0, false, 0.9));
   f.push_back(bool_field("data.skip_bad_images", "skip-bad-images",
                          "image files that the start-up check finds bad (empty, unreadable, not a JPEG or PNG, a "
-                         "size no decoder takes) are left out and counted in the run log, instead of stopping the run",
+                         "size no decoder takes) are left out, and ones that fail to decode later are stood in for "
+                         "(training: by another image of the batch; evaluation: by none), counted in the run log, "
+                         "instead of stopping the run",
                          [](TrainConfig& c) -> bool& { return c.data.skip_bad_images; }));
 
   f.push_back(enum_field<BootstrapKind>("comm.bootstrap", "bootstrap",

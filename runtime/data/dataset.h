@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace dtrain {
@@ -21,6 +22,11 @@ struct Batch {
   // The dataset indices of the samples, on the host: draws that belong to a sample rather than to a rank
   // (a GAN's latent vectors) are made from them, so any split of a batch over ranks draws the same.
   std::vector<int64_t> indices;
+  // Samples of this batch that could not be read, one line each naming the file and what is wrong with
+  // it, where the dataset skips bad files (ImageFileOptions::skip_bad): in training each was replaced by
+  // another sample of the batch (`size` is kept), in evaluation left out (`size` and `indices` count
+  // only the samples read). The loop reports them.
+  std::vector<std::string> bad_samples;
 };
 
 // The batches of one pass, in order.

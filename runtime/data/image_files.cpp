@@ -126,7 +126,6 @@ class ImageBatchStream final : public BatchStream {
   bool next(Batch& batch) override {
     if (consumed_ >= batches_) return false;
     Slot slot;
-    const int64_t b = consumed_;  // only this thread changes it
     {
       std::unique_lock<std::mutex> lock(mutex_);
       changed_.wait(lock, [&] { return ready_.count(consumed_) > 0; });
@@ -140,8 +139,8 @@ class ImageBatchStream final : public BatchStream {
     batch.inputs = to_device ? slot.inputs.to(device_, /*non_blocking=*/true) : slot.inputs;
     batch.targets = to_device ? slot.targets.to(device_, /*non_blocking=*/true) : slot.targets;
     batch.size = slot.inputs.size(0);
-    const auto first = indices_.begin() + b * batch_size_;
-    batch.indices.assign(first, first + batch.size);
+    batch.indices = std::move(slot.indices);
+    batch.bad_samples = std::move(slot.bad_samples);
     return true;
   }
 
@@ -149,6 +148,8 @@ class ImageBatchStream final : public BatchStream {
   struct Slot {
     at::Tensor inputs;
     at::Tensor targets;
+    std::vector<int64_t> indices;  // the dataset index of each row
+    std::vector<std::string> bad_samples;
     std::string error;
   };
 
@@ -175,18 +176,31 @@ class ImageBatchStream final : public BatchStream {
     const int64_t begin = b * batch_size_;
     const int64_t count = std::min(batch_size_, static_cast<int64_t>(indices_.size()) - begin);
     const int64_t s = o.image_size;
+    const int64_t pixels = 3 * s * s;
     Slot slot;
     at::TensorOptions options = at::TensorOptions().dtype(at::kFloat);
     if (device_.is_cuda()) options = options.pinned_memory(true);
     slot.inputs = at::empty({count, 3, s, s}, options);
     slot.targets = at::empty({count}, at::TensorOptions().dtype(at::kLong).pinned_memory(device_.is_cuda()));
+    slot.indices.assign(indices_.begin() + begin, indices_.begin() + begin + count);
     float* out = slot.inputs.data_ptr<float>();
     int64_t* targets = slot.targets.data_ptr<int64_t>();
+    std::vector<bool> bad(static_cast<size_t>(count), false);
     try {
       for (int64_t i = 0; i < count; ++i) {
-        const int64_t index = indices_[static_cast<size_t>(begin + i)];
+        const int64_t index = slot.indices[static_cast<size_t>(i)];
         const ImageSample& sample = data_.samples().at(static_cast<size_t>(index));
-        const RgbImage image = decode_image_file(sample.path);
+        RgbImage image;
+        try {
+          image = decode_image_file(sample.path);
+        } catch (const DataError& e) {
+          // A file whose header passed the start-up check but whose data does not decode (cut short,
+          // corrupt): with skip_bad it is reported with the batch, not the end of the run.
+          if (!o.skip_bad) throw;
+          bad[static_cast<size_t>(i)] = true;
+          slot.bad_samples.push_back(e.what());
+          continue;
+        }
         CropBox box;
         bool flip = false;
         if (augment_seed_) {
@@ -196,13 +210,54 @@ class ImageBatchStream final : public BatchStream {
         } else {
           box = center_crop(image.height, image.width, s);
         }
-        crop_resize_normalise(image, box, s, flip, o.normalisation, out + i * 3 * s * s);
+        crop_resize_normalise(image, box, s, flip, o.normalisation, out + i * pixels);
         targets[i] = sample.label;
       }
+      if (!slot.bad_samples.empty()) stand_in_for_bad(slot, bad);
     } catch (const std::exception& e) {
       slot.error = e.what();
     }
     return slot;
+  }
+
+  // The rows of `slot` marked bad: in training each is replaced by the next good row of its batch
+  // (cyclically), so every rank's batch keeps its size and the global batch is held; in evaluation they
+  // are left out, so the metrics are those of the images that were read. A batch with no good row is an
+  // error: there is nothing to stand in.
+  void stand_in_for_bad(Slot& slot, const std::vector<bool>& bad) const {
+    const int64_t count = slot.inputs.size(0);
+    const int64_t pixels = slot.inputs.numel() / count;
+    float* out = slot.inputs.data_ptr<float>();
+    int64_t* targets = slot.targets.data_ptr<int64_t>();
+    const auto good_count = std::count(bad.begin(), bad.end(), false);
+    if (good_count == 0) {
+      throw DataError("no image of a batch of " + std::to_string(count) + " could be decoded, so none can stand in for "
+                      "the others (--skip-bad-images); the first: " + slot.bad_samples.front());
+    }
+    if (augment_seed_) {
+      for (int64_t i = 0; i < count; ++i) {
+        if (!bad[static_cast<size_t>(i)]) continue;
+        int64_t j = (i + 1) % count;
+        while (bad[static_cast<size_t>(j)]) j = (j + 1) % count;
+        std::copy(out + j * pixels, out + (j + 1) * pixels, out + i * pixels);
+        targets[i] = targets[j];
+      }
+      return;
+    }
+    int64_t kept = 0;
+    std::vector<int64_t> indices;
+    for (int64_t i = 0; i < count; ++i) {
+      if (bad[static_cast<size_t>(i)]) continue;
+      if (kept != i) {
+        std::copy(out + i * pixels, out + (i + 1) * pixels, out + kept * pixels);
+        targets[kept] = targets[i];
+      }
+      indices.push_back(slot.indices[static_cast<size_t>(i)]);
+      ++kept;
+    }
+    slot.inputs = slot.inputs.narrow(0, 0, kept);
+    slot.targets = slot.targets.narrow(0, 0, kept);
+    slot.indices = std::move(indices);
   }
 
   const ImageFileDataset& data_;

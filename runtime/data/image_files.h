@@ -32,7 +32,10 @@ struct ImageFileOptions {
   int64_t prefetch_batches = 0;  // batches decoded ahead of the step; 0 = 2 x workers
   Normalisation normalisation;
   double min_crop_scale = 0.08;  // RandomResizedCrop's smallest area, as a share of the image
-  bool skip_bad = false;  // data.skip_bad_images: leave out files the start-up check finds bad, counted
+  // data.skip_bad_images: files the start-up check finds bad are left out (image_file_data); one that
+  // fails to decode later (its header was whole, its data is not) is reported in Batch::bad_samples and
+  // stood in for: by another image of its batch in training, by nothing in evaluation.
+  bool skip_bad = false;
 };
 
 // The image folder at `root`: JPEG and PNG files (by extension, any case; other files are ignored) under

@@ -66,7 +66,7 @@ class TensorBatchStream final : public BatchStream {
     const at::Tensor index = index_.narrow(0, begin_, count);
     const auto first = indices_.begin() + begin_;
     batch = Batch{data_.gather_inputs(index, augment_seed_, indices_.data() + begin_), data_.targets.index_select(0, index),
-                  count, std::vector<int64_t>(first, first + count)};
+                  count, std::vector<int64_t>(first, first + count), {}};
     begin_ += count;
     return true;
   }

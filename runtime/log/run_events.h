@@ -43,6 +43,7 @@ struct RunInfo {
   double joined_unix_s = 0.0;  // when the ranks had met (MPI started, or torchrun's store joined); 0: unknown
   std::string dtrain_version;
   std::string data_description;
+  int64_t bad_files_left_out = 0;  // WorkloadData::bad_files_left_out
   int64_t train_samples = 0;
   int64_t test_samples = 0;
   int64_t parameters = 0;
@@ -148,6 +149,9 @@ struct EpochStats {
   int64_t net_tx_bytes_per_step = 0;  // rank 0's NIC bytes per step while training (sampler's interfaces)
   int64_t net_rx_bytes_per_step = 0;
   int64_t skipped_steps = 0;     // optimizer steps skipped for NaN/inf gradients (fp16 overflow, skip-step)
+  // Global: samples of the epoch (training and evaluation) whose files could not be decoded and were stood
+  // in for (data.skip_bad_images; Batch::bad_samples).
+  int64_t bad_samples = 0;
   double flops_per_sample = 0.0;  // training FLOPs per sample, counted over the run's first steps (flop_counter.h)
   double tflops_achieved = 0.0;   // all ranks: flops_per_sample x train_samples / train_s / 1e12
   std::optional<double> mfu;      // tflops_achieved / (train.peak_tflops x world size), when the peak is known

@@ -56,6 +56,7 @@ JsonRecord epoch_record(const EpochStats& s) {
   record["steps"] = s.steps;
   record["first_step"] = s.first_step;
   record["skipped_steps"] = s.skipped_steps;
+  record["bad_samples"] = s.bad_samples;
   record["epoch_s"] = s.epoch_s;
   record["train_s"] = s.train_s;
   record["eval_s"] = s.eval_s;
@@ -163,6 +164,7 @@ void RunLogger::run_start(const RunInfo& info) {
   record["launcher"] = info.launcher;
   record["restart_count"] = info.restart_count;
   record["data"] = info.data_description;
+  record["bad_files_left_out"] = info.bad_files_left_out;
   record["train_samples"] = info.train_samples;
   record["test_samples"] = info.test_samples;
   record["parameters"] = info.parameters;
@@ -415,6 +417,15 @@ void RunLogger::warning(const std::string& message) {
   JsonRecord record = event("warning");
   record["message"] = message;
   write_event(record);
+}
+
+void RunLogger::rank_warning(int rank, const std::string& message) {
+  const std::string line = "rank " + std::to_string(rank) + ": " + message;
+  if (!is_root_) {
+    std::cerr << "dtrain: warning: " << line << std::endl;
+    return;
+  }
+  warning(line);
 }
 
 void RunLogger::error(const std::string& message, int rank, const ActivitySnapshot& where) noexcept {

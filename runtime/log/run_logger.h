@@ -67,6 +67,9 @@ class RunLogger final {
 
   // "dtrain: warning: <message>" on stderr and a `warning` record in the run log.
   void warning(const std::string& message);
+  // What one rank found on its own (a file its share of the data could not decode): on every rank,
+  // "dtrain: warning: rank <rank>: <message>" on stderr; rank 0's also as a `warning` record.
+  void rank_warning(int rank, const std::string& message);
   // An `error` record: the message that ends the run, the rank it came from and where that rank was.
   // Never throws: it runs on the way out, possibly on the very disk that filled up; a record that cannot
   // be written is reported on stderr instead.

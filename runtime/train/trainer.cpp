@@ -262,6 +262,7 @@ TrainResult Trainer::run(RunInfo info) {
 
 void Trainer::start_run(RunInfo& info) {
   info.data_description = data_.description;
+  info.bad_files_left_out = data_.bad_files_left_out;
   info.train_samples = data_.train->size();
   info.test_samples = data_.test->size();
   info.parameters = 0;
@@ -312,6 +313,7 @@ EpochStats Trainer::run_epoch(int64_t epoch) {
   stats.epoch = epoch;
   stats.epochs = config_.train.epochs;
   at::manual_seed(epoch_seed(seed_, epoch, comm_.rank()));
+  bad_samples_ = 0;
 
   Stopwatch phase;
   set_phase(Phase::kTraining, epoch);
@@ -323,14 +325,24 @@ EpochStats Trainer::run_epoch(int64_t epoch) {
   phase.reset();
   set_phase(Phase::kEvaluating, epoch);
   const MetricSums test = evaluate(epoch);
-  MetricSums counts({"train_samples"}, at::TensorOptions(at::kCPU));
-  counts.add("train_samples", at::tensor(static_cast<double>(stats.train_samples), at::kDouble),
-             static_cast<double>(stats.train_samples));
+  MetricSums counts({"train_samples", "bad_samples"}, at::TensorOptions(at::kCPU));
+  const auto add_count = [&counts](const char* name, int64_t count) {
+    counts.add(name, at::tensor(static_cast<double>(count), at::kDouble), static_cast<double>(count));
+  };
+  add_count("train_samples", stats.train_samples);
+  add_count("bad_samples", bad_samples_);
   const std::vector<MetricValues> reduced = reduce_all(comm_, {&train, &test, &counts});
   stats.eval_s = phase.elapsed_s();
 
   // The values are reduced over all ranks, so every rank takes the same branch here.
-  stats.train_samples = static_cast<int64_t>(reduced[2].all().front().weight);
+  stats.train_samples = static_cast<int64_t>(reduced[2].find("train_samples")->weight);
+  stats.bad_samples = static_cast<int64_t>(reduced[2].find("bad_samples")->weight);
+  if (stats.bad_samples > 0) {
+    logger_.warning("epoch " + std::to_string(epoch) + ": " + std::to_string(stats.bad_samples) +
+                    (stats.bad_samples == 1 ? " sample" : " samples") +
+                    " of all ranks could not be decoded and were stood in for (--skip-bad-images: in training by "
+                    "another image of the batch, in evaluation by none); each rank's warnings name its files");
+  }
   if (stats.train_samples == 0) {
     throw non_finite(epoch, 1, stats.steps,
                      "every optimizer step had a NaN or infinite loss or gradient and was skipped; skipping "
@@ -425,6 +437,7 @@ MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
     if (activity_ != nullptr) activity_->set_step(step + 1);
     Batch batch;
     DTRAIN_CHECK(stream->next(batch), Error, "the training data ended before step " << step + 1 << " of " << run.steps);
+    if (!batch.bad_samples.empty()) note_bad_samples(batch, epoch, step + 1);
     batch.inputs = model_layout(batch.inputs);
     train_step(run, step, batch, stats);
     eta_->step_done(step + 1);
@@ -524,6 +537,18 @@ void Trainer::report_skipped_steps(int64_t epoch, EpochStats& stats) {
   if (!note.empty()) logger_.info(note);
 }
 
+void Trainer::note_bad_samples(const Batch& batch, int64_t epoch, int64_t step) {
+  bad_samples_ += static_cast<int64_t>(batch.bad_samples.size());
+  for (const std::string& problem : batch.bad_samples) {
+    if (!bad_files_reported_.insert(problem).second) continue;
+    const std::string where = step > 0 ? "epoch " + std::to_string(epoch) + " step " + std::to_string(step) +
+                                             ": replaced by another image of the batch"
+                                       : "evaluation " + std::to_string(epoch) + ": left out";
+    logger_.rank_warning(comm_.rank(),
+                         where + " (--skip-bad-images; counted in bad_samples, not named again): " + problem);
+  }
+}
+
 int64_t Trainer::eval_samples() const {
   const int64_t limit = config_.train.eval_samples;
   return limit > 0 ? std::min(limit, data_.test->size()) : data_.test->size();
@@ -546,9 +571,10 @@ MetricSums Trainer::evaluate(int64_t epoch) {
   int64_t evaluated = 0;
   Batch batch;
   while (stream->next(batch)) {
+    if (!batch.bad_samples.empty()) note_bad_samples(batch, epoch, 0);
     batch.inputs = model_layout(batch.inputs);
     step_->evaluate(batch, state_, sums);
-    evaluated += batch.size;
+    evaluated += batch.size + static_cast<int64_t>(batch.bad_samples.size());  // those left out were read too
     if (shard_size > 0) logger_.progress(total * evaluated / shard_size, eta_ ? eta_->left_s() : std::nullopt);
   }
   logger_.end_progress();

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -101,6 +102,9 @@ class Trainer final {
   // On a GPU: throws NonFiniteError when the device's flag says a step had a NaN or infinite value.
   void check_device_flag(int64_t epoch) const;
   void report_skipped_steps(int64_t epoch, EpochStats& stats);
+  // Counts `batch`'s samples that could not be read (Batch::bad_samples) towards the epoch's bad_samples
+  // and warns about each file the first time this rank meets it.
+  void note_bad_samples(const Batch& batch, int64_t epoch, int64_t step);
   // Sets the batch plan (see restore) and global_batch_.
   void plan_batch();
   // What every checkpoint records after `completed_epoch` (epoch, seed, names, world size, global batch, time).
@@ -154,6 +158,8 @@ class Trainer final {
   int64_t global_batch_ = 0;
   std::string batch_note_;  // how the global batch is split, when train.elastic_batch holds it
   int64_t run_step_ = 0;    // training steps of this run so far, across epochs
+  int64_t bad_samples_ = 0;  // this rank's in the current epoch (note_bad_samples); run_epoch() reduces them
+  std::set<std::string> bad_files_reported_;  // what note_bad_samples warned about, once each
   std::optional<RunEta> eta_;  // from run(): the whole run's time left
 };
 

@@ -32,6 +32,7 @@ struct WorkloadData {
   int64_t num_classes = 0;  // classifiers: what the model's last layer is sized for
   int64_t image_size = 0;   // image workloads: the side of the square images the model sees
   std::string description;  // where the data came from, for the run log
+  int64_t bad_files_left_out = 0;  // files the start-up check found bad, left out (data.skip_bad_images)
   // What gives the model's outputs their meaning where the data decides it, one fact per line: an image
   // folder's classes in label order ("classes: cat, dog"), a graph's classes and papers. Checkpoints
   // record it, and a resume on data whose labels mean other things stops. Empty for fixed label sets

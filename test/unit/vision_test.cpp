@@ -355,6 +355,58 @@ TEST_CASE("image batches are the same whatever the worker count, and augmentatio
   CHECK_THAT(what_of([&] { read_all(2, 4, 42, order); }), Contains("img4.jpg' is neither a JPEG nor a PNG image"));
 }
 
+TEST_CASE("with skip_bad, an image that fails to decode mid-run is replaced in training and left out in evaluation",
+          "[vision][data]") {
+  // The start-up check reads headers only: a file cut inside its scan data passes it and fails here.
+  test::TempDir dir;
+  std::vector<ImageSample> samples;
+  for (int i = 0; i < 6; ++i) {
+    const std::string path = dir.file("img" + std::to_string(i) + ".jpg");
+    write_jpeg(path, 96, 96, pattern(96, 96, i));
+    samples.push_back({path, i % 3});
+  }
+  const std::string whole = contents_of(samples[2].path);
+  std::ofstream(samples[2].path, std::ios::binary | std::ios::trunc) << whole.substr(0, whole.size() / 2);
+  REQUIRE(check_image_files(samples, 2).empty());
+
+  ImageFileOptions options;
+  options.image_size = 16;
+  options.workers = 2;
+  options.skip_bad = true;
+  const ImageFileDataset data(samples, options);
+  const std::vector<int64_t> order{0, 1, 2, 3, 4, 5};
+  Batch b;
+  auto training = data.stream(order, 3, 42);
+  REQUIRE(training->next(b));
+  CHECK(b.size == 3);
+  CHECK(b.indices == std::vector<int64_t>{0, 1, 2});
+  REQUIRE(b.bad_samples.size() == 1);
+  CHECK_THAT(b.bad_samples[0], Contains("JPEG image '" + samples[2].path + "' is truncated"));
+  CHECK(at::equal(b.inputs[2], b.inputs[0]));  // the next good image of the batch, counting round
+  CHECK(b.targets[2].item<int64_t>() == 0);
+  REQUIRE(training->next(b));
+  CHECK(b.bad_samples.empty());
+  CHECK_FALSE(training->next(b));
+
+  auto evaluation = data.stream(order, 3, std::nullopt);
+  REQUIRE(evaluation->next(b));
+  CHECK(b.size == 2);
+  CHECK(b.inputs.size(0) == 2);
+  CHECK(b.indices == std::vector<int64_t>{0, 1});
+  CHECK(at::equal(b.targets, at::tensor({0, 1}, at::kLong)));
+  CHECK(b.bad_samples.size() == 1);
+  REQUIRE(evaluation->next(b));
+  CHECK(b.size == 3);
+  CHECK(b.bad_samples.empty());
+
+  // A batch with nothing to stand in, and the same file without skip_bad: errors naming it.
+  CHECK_THAT(what_of([&] { data.stream({2}, 1, 42)->next(b); }),
+             Contains("no image of a batch of 1 could be decoded") && Contains(samples[2].path));
+  options.skip_bad = false;
+  const ImageFileDataset strict(samples, options);
+  CHECK_THAT(what_of([&] { strict.stream(order, 3, 42)->next(b); }), Contains(samples[2].path + "' is truncated"));
+}
+
 TEST_CASE("in-memory images: random crops and flips are drawn per sample, the same in any batch", "[vision][data]") {
   TensorDataset data;
   data.inputs = at::arange(5 * 3 * 6 * 6, at::kLong).remainder(251).to(at::kByte).view({5, 3, 6, 6});

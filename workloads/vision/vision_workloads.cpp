@@ -204,6 +204,7 @@ WorkloadData image_file_data(ImageSplits splits, const ImageFileOptions& options
                      std::to_string(options.image_size) + " px";
   data.labels = "classes: " + join(splits.classes, ", ");
   data.description += skipped;
+  data.bad_files_left_out = static_cast<int64_t>(bad.size());
   return data;
 }
 

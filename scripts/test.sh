@@ -38,8 +38,8 @@ BUILD_DIR=${CUDA_BUILD_DIR:-build-cuda} bash scripts/build_cuda.sh current
 # end-to-end suite, every bad input, every vision workload, signals) run the same code as the CPU
 # build's run did; here, on a machine without a GPU, this build's unit, multi-rank, torchrun, report
 # and fuzz-replay tests check its linking and LibTorch version, and GPU hosts (scripts/gpu_host.sh) run
-# the long suites too. (e2e_dtrain here cost 225 s of CI's 40 minutes and repeated the CPU run's cases.) README's commands (docs) are
-# those of the Debian build, which the CPU run checked.
+# the long suites too (e2e_dtrain here cost 225 s of CI's 40 minutes and repeated the CPU run's cases).
+# README's commands (docs) are those of the Debian build, which the CPU run checked.
 ctest --test-dir "${CUDA_BUILD_DIR:-build-cuda}" --output-on-failure --timeout 900 -LE 'deploy|peer|long|docs' "$@"
 # The Volta/Pascal configuration differs only in its LibTorch (and CUDA 12): the executables the
 # `config` tests run, and those tests: the unit tests (its kernel inventory against the real

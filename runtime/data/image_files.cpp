@@ -229,8 +229,7 @@ class ImageBatchStream final : public BatchStream {
     const int64_t pixels = slot.inputs.numel() / count;
     float* out = slot.inputs.data_ptr<float>();
     int64_t* targets = slot.targets.data_ptr<int64_t>();
-    const auto good_count = std::count(bad.begin(), bad.end(), false);
-    if (good_count == 0) {
+    if (std::find(bad.begin(), bad.end(), false) == bad.end()) {
       throw DataError("no image of a batch of " + std::to_string(count) + " could be decoded, so none can stand in for "
                       "the others (--skip-bad-images); the first: " + slot.bad_samples.front());
     }

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <numeric>
 #include <optional>
+#include <utility>
 
 #include "runtime/data/distributed_sampler.h"
 #include "runtime/train/batch_plan.h"
@@ -33,6 +35,22 @@ uint64_t epoch_seed(int64_t seed, int64_t epoch, int rank) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
+}
+
+// This rank's counts (samples), reduced beside the metric sums in the same allreduce: each is a sum whose
+// weight is the count, so the reduced weight is the count over all ranks (reduced_count).
+MetricSums count_sums(std::initializer_list<std::pair<const char*, int64_t>> counts) {
+  std::vector<std::string> names;
+  for (const auto& c : counts) names.emplace_back(c.first);
+  MetricSums sums(names, at::TensorOptions(at::kCPU));
+  for (const auto& [name, count] : counts) {
+    sums.add(name, at::tensor(static_cast<double>(count), at::kDouble), static_cast<double>(count));
+  }
+  return sums;
+}
+
+int64_t reduced_count(const MetricValues& reduced, const std::string& name) {
+  return static_cast<int64_t>(reduced.find(name)->weight);
 }
 
 }  // namespace
@@ -175,14 +193,13 @@ std::string Trainer::save_checkpoint(const CheckpointMeta& meta) {
 
 std::string Trainer::save_mid_epoch(int64_t epoch, int64_t steps_done, const MetricSums& epoch_sums, int64_t samples_seen) {
   set_phase(Phase::kCheckpointing, epoch, steps_done);
-  MetricSums counts({"train_samples"}, at::TensorOptions(at::kCPU));
-  counts.add("train_samples", at::tensor(static_cast<double>(samples_seen), at::kDouble), static_cast<double>(samples_seen));
+  const MetricSums counts = count_sums({{"train_samples", samples_seen}});
   const std::vector<MetricValues> reduced = reduce_all(comm_, {&epoch_sums, &counts});
   CheckpointMeta meta = checkpoint_meta(epoch - 1);
   meta.epoch_samples = steps_done * config_.train.batch_size * comm_.world_size();
   meta.epoch_steps = steps_done / config_.train.accumulate;
   meta.partial_train = reduced[0];
-  meta.partial_samples = static_cast<int64_t>(reduced[1].all().front().weight);
+  meta.partial_samples = reduced_count(reduced[1], "train_samples");
   const std::string path = save_checkpoint(meta);
   schedule_.mark_progress(epoch, meta.epoch_samples);
   set_phase(Phase::kTraining, epoch, steps_done);
@@ -325,18 +342,13 @@ EpochStats Trainer::run_epoch(int64_t epoch) {
   phase.reset();
   set_phase(Phase::kEvaluating, epoch);
   const MetricSums test = evaluate(epoch);
-  MetricSums counts({"train_samples", "bad_samples"}, at::TensorOptions(at::kCPU));
-  const auto add_count = [&counts](const char* name, int64_t count) {
-    counts.add(name, at::tensor(static_cast<double>(count), at::kDouble), static_cast<double>(count));
-  };
-  add_count("train_samples", stats.train_samples);
-  add_count("bad_samples", bad_samples_);
+  const MetricSums counts = count_sums({{"train_samples", stats.train_samples}, {"bad_samples", bad_samples_}});
   const std::vector<MetricValues> reduced = reduce_all(comm_, {&train, &test, &counts});
   stats.eval_s = phase.elapsed_s();
 
   // The values are reduced over all ranks, so every rank takes the same branch here.
-  stats.train_samples = static_cast<int64_t>(reduced[2].find("train_samples")->weight);
-  stats.bad_samples = static_cast<int64_t>(reduced[2].find("bad_samples")->weight);
+  stats.train_samples = reduced_count(reduced[2], "train_samples");
+  stats.bad_samples = reduced_count(reduced[2], "bad_samples");
   if (stats.bad_samples > 0) {
     logger_.warning("epoch " + std::to_string(epoch) + ": " + std::to_string(stats.bad_samples) +
                     (stats.bad_samples == 1 ? " sample" : " samples") +

@@ -7,8 +7,16 @@ from pathlib import Path
 from . import plots
 from .html import write_index
 from .model import find_sweeps
-from .runs import discover
+from .runs import discover, shown
 from .tables import build_tables
+
+
+def shown_strings(df):
+    """`df` with every text as the report shows file names (runs.shown): valid UTF-8 whatever the names."""
+    for column in df.columns:
+        if df[column].dtype == object:
+            df[column] = df[column].map(lambda v: shown(v) if isinstance(v, str) else v)
+    return df
 
 
 def main(argv=None):
@@ -28,8 +36,9 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
 
     runs = []
+    study_warnings = []  # what was left out, and why
     for s in args.studies:
-        found = discover(s)
+        found = discover(s, study_warnings)
         if not found:
             print(f"dtrain-report: warning: no runs in '{s}' (no labels.yaml, events.jsonl or launcher output "
                   f"with Katib or `real` lines)", file=sys.stderr)
@@ -39,7 +48,7 @@ def main(argv=None):
         return 3
     tables = build_tables(runs, find_sweeps(args.studies))
     for name, df in tables.items():
-        df.to_csv(out / f"{name}.csv", index=False)
+        shown_strings(df).to_csv(out / f"{name}.csv", index=False)
 
     figures, skipped = [], []
     for title, draw, table in plots.PLOTS:
@@ -47,8 +56,8 @@ def main(argv=None):
             figures.append((title, draw(tables[table], out)))
         except plots.Skip as why:
             skipped.append((title, str(why)))
-    warnings = [w for r in runs for w in r.warnings]
-    write_index(out, [Path(s).resolve().name for s in args.studies], tables, figures, skipped, warnings)
+    warnings = [shown(w) for w in study_warnings + [w for r in runs for w in r.warnings]]
+    write_index(out, [shown(Path(s).resolve().name) for s in args.studies], tables, figures, skipped, warnings)
     for w in warnings:
         print(f"dtrain-report: warning: {w}", file=sys.stderr)
     n_png = sum(len(paths) for _, paths in figures)

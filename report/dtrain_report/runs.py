@@ -163,7 +163,8 @@ def read_yaml_mapping(path, run):
 
 
 def read_events(path, run):
-    """The records of one events.jsonl; a line that does not parse (a run killed mid-write) is skipped."""
+    """The records of one events.jsonl; a line that is not a JSON object (a run killed mid-write) is
+    skipped, and counted in a warning."""
     bad = 0
     try:
         lines = path.read_text(errors="replace").splitlines()
@@ -176,6 +177,9 @@ def read_events(path, run):
         try:
             record = json.loads(line)
         except json.JSONDecodeError:
+            bad += 1
+            continue
+        if not isinstance(record, dict):
             bad += 1
             continue
         kind = record.get("event")
@@ -194,7 +198,7 @@ def read_events(path, run):
         elif kind == "stopped":
             run.stops.append(record)
     if bad:
-        run.warnings.append(f"{path}: {bad} line(s) are not JSON and were skipped")
+        run.warnings.append(f"{path}: {bad} line(s) are not JSON records and were skipped")
 
 
 def read_profile(run_dir, record, run):
@@ -213,8 +217,18 @@ def read_profile(run_dir, record, run):
     return record
 
 
-def events_files(directory):
-    return sorted(directory.rglob("events.jsonl"))
+def files_under(study_dir, warnings):
+    """Every file under `study_dir` (links to directories not followed), in path order. A directory that
+    cannot be read is said in `warnings`: the runs in it are left out."""
+    found = []
+
+    def unreadable(error):
+        warnings.append(f"cannot read the directory {error.filename}: {error.strerror}; any run in it is left out")
+
+    for root, dirs, files in os.walk(study_dir, onerror=unreadable):
+        dirs.sort()
+        found += [Path(root) / f for f in files]
+    return sorted(found)
 
 
 def fill_from_events(run, files):
@@ -238,18 +252,34 @@ def labels_from_path(rel):
     return found
 
 
-def discover(study_dir):
-    """Every run under `study_dir`, in path order."""
+def shown(name):
+    """A file name as the tables, plots and page show it: names that are not UTF-8 (the bytes a file
+    system allows) with their odd bytes as \\xNN, so every output stays valid UTF-8 and two names stay two."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def is_run_log(run):
+    """Whether the events.jsonl read into `run` is dtrain's: it holds at least one of dtrain's records."""
+    return bool(run.run_start or run.run_end or run.epochs or run.samples or run.errors or run.stops or run.profiles)
+
+
+def discover(study_dir, warnings=None):
+    """Every run under `study_dir`, in path order. What looks like a run but is not one (another tool's
+    events.jsonl) is left out, and said in `warnings`."""
+    warnings = [] if warnings is None else warnings
     study_dir = Path(study_dir)
-    study = study_dir.resolve().name
+    study = shown(study_dir.resolve().name)
     runs = []
     claimed = set()  # directories and files that belong to a run already
 
     def rel(path):
-        return os.path.relpath(path, study_dir)
+        return shown(os.path.relpath(path, study_dir))
+
+    files = files_under(study_dir, warnings)
+    events = [f for f in files if f.name == "events.jsonl"]
 
     # 1. Runner layout.
-    for labels in sorted(study_dir.rglob("labels.yaml")):
+    for labels in [f for f in files if f.name == "labels.yaml"]:
         d = labels.parent
         run = Run(study=study, path=d, rel=rel(d))
         run.labels = read_yaml_mapping(labels, run)
@@ -257,7 +287,7 @@ def discover(study_dir):
             run.result = read_yaml_mapping(d / "result.yaml", run)
         if (d / "launcher.log").is_file():
             read_launcher_log(d / "launcher.log", run)
-        fill_from_events(run, events_files(d))
+        fill_from_events(run, [f for f in events if d in f.parents])
         runs.append(run)
         claimed.add(d.resolve())
 
@@ -266,14 +296,17 @@ def discover(study_dir):
         return any(c == p or c in p.parents for c in claimed)
 
     # 2. Plain dtrain run directories, with the launcher output that names them.
-    plain = [p.parent for p in sorted(study_dir.rglob("events.jsonl")) if not inside_claimed(p)]
-    text_files = [p for p in sorted(study_dir.rglob("*"))
-                  if p.is_file() and p.suffix in LOG_SUFFIXES and not inside_claimed(p)]
+    plain = [p.parent for p in events if not inside_claimed(p)]
+    text_files = [p for p in files if p.suffix in LOG_SUFFIXES and p.is_file() and not inside_claimed(p)]
     names = {t: named_run_dirs(t) for t in text_files}
     used_text = set()
     for d in plain:
         run = Run(study=study, path=d, rel=rel(d))
         fill_from_events(run, [d / "events.jsonl"])
+        if not is_run_log(run) and not any(w.startswith("cannot read") for w in run.warnings):
+            warnings.append(f"{d / 'events.jsonl'} holds no dtrain run log records (run_start, epoch_end, ...): "
+                            f"not a dtrain run, left out")
+            continue
         # The output naming this directory by the longest tail of its path; of equals, the nearest.
         best = max(((max(suffix_match(n, d) for n in printed), common_depth(t, d), t)
                     for t, printed in names.items() if printed), default=None, key=lambda c: c[:2])
@@ -302,7 +335,7 @@ def discover(study_dir):
         runs.append(run)
 
     # 4. TensorBoard directories alone (a run's tensorboard/, whose rank<r>/ runs belong to it).
-    event_dirs = sorted({p.parent for p in study_dir.rglob(tensorboard.EVENT_FILE + "*")})
+    event_dirs = sorted({p.parent for p in files if p.name.startswith(tensorboard.EVENT_FILE)})
     for d in event_dirs:
         if inside_claimed(d) or (tensorboard.RANK_DIR.match(d.name) and d.parent in event_dirs):
             continue

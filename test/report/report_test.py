@@ -196,7 +196,7 @@ def main():
         proc = subprocess.run(report + [str(s) for s in studies.values()] + ["--out", str(out)],
                               capture_output=True, text=True)
         check(proc.returncode == 0, f"dtrain-report exited {proc.returncode}: {proc.stderr}")
-        check("line(s) are not JSON and were skipped" in proc.stderr, "the half-written record is reported: " + proc.stderr)
+        check("line(s) are not JSON records and were skipped" in proc.stderr, "the half-written record is reported: " + proc.stderr)
         runs = {r["run"]: r for r in rows(out / "runs.csv")}
         plain_runs = {f"plain/n{n}-rep{r}/{d.name}": (n, r, d) for n in (1, 2) for r in (1, 2)
                       for d in (studies["plain"] / f"n{n}-rep{r}").iterdir() if d.is_dir()}
@@ -314,6 +314,56 @@ def main():
         check(proc.returncode == 3 and "no runs found" in proc.stderr, f"empty study: {proc.returncode} {proc.stderr}")
         proc = subprocess.run(report + [str(root / "missing"), "--out", str(root / "r3")], capture_output=True, text=True)
         check(proc.returncode == 2 and "does not exist" in proc.stderr, f"missing study: {proc.returncode} {proc.stderr}")
+
+        check_hostile_study(report, root, studies["plain"] / "n1-rep1")
+
+
+def check_hostile_study(report, root, run_dir):
+    """A study as a shared file system may hold it, from a real run directory: a run directory whose name
+    is not UTF-8, a run log with lines that are JSON but not records, another tool's events.jsonl, and a
+    directory the reader may not open. Every run that can be read is reported, nothing crashes, and what is
+    left out is said."""
+    import shutil
+    hostile = root / "hostile"
+    hostile.mkdir()
+    shutil.copytree(run_dir, hostile / "good")
+    shutil.copytree(run_dir, os.fsdecode(bytes(hostile / "name") + b"\xff\xfe"))
+    shutil.copytree(run_dir, hostile / "lines")
+    sub = next(p.name for p in run_dir.iterdir() if (p / "events.jsonl").is_file())
+    with open(hostile / "lines" / sub / "events.jsonl", "a") as f:
+        f.write("[1, 2, 3]\n42\n\"text\"\n")
+    (hostile / "foreign").mkdir()
+    (hostile / "foreign" / "events.jsonl").write_text('{"loss": 0.5}\n{"loss": 0.4}\n')
+    shutil.copytree(run_dir, hostile / "locked")
+    out = root / "r-hostile"
+    command = list(report)
+    if os.geteuid() == 0:
+        # root reads any directory: the report runs as another user, to whom "locked" is closed.
+        command = ["setpriv", "--reuid=23456", "--regid=23456", "--clear-groups"] + command
+        out.mkdir()
+        os.chmod(out, 0o777)
+        for d in [root, hostile]:
+            os.chmod(d, 0o755)
+        subprocess.run(["chmod", "-R", "a+rX", str(hostile)], check=True)
+    os.chmod(hostile / "locked", 0)
+    env = {**os.environ, "MPLCONFIGDIR": str(out / ".matplotlib")}
+    proc = subprocess.run(command + [str(hostile), "--out", str(out)], capture_output=True, text=True, env=env)
+    os.chmod(hostile / "locked", 0o755)
+    check(proc.returncode == 0, f"hostile study: exit {proc.returncode}: {proc.stderr[-2000:]}")
+    if proc.returncode != 0:
+        return
+    runs = {r["run"] for r in rows(out / "runs.csv")}
+    check(runs == {f"hostile/good/{sub}", f"hostile/lines/{sub}", f"hostile/name\\xff\\xfe/{sub}"},
+          f"hostile study: runs {sorted(runs)}, expected good, lines and the name with its bytes shown as \\xNN")
+    check(f"lines/{sub}/events.jsonl: 3 line(s) are not JSON records and were skipped" in proc.stderr,
+          f"hostile study: no warning about the lines that are not records: {proc.stderr}")
+    check("foreign/events.jsonl holds no dtrain run log records" in proc.stderr,
+          f"hostile study: no warning about another tool's events.jsonl: {proc.stderr}")
+    check("cannot read the directory " + str(hostile / "locked") in proc.stderr and "any run in it is left out" in proc.stderr,
+          f"hostile study: no warning about the directory it could not read: {proc.stderr}")
+    for csv_file in out.glob("*.csv"):
+        csv_file.read_bytes().decode("utf-8")  # raises if any output is not UTF-8
+    print(f"report_test: hostile study: {len(runs)} runs reported, the unreadable and foreign ones named")
 
 
 main()

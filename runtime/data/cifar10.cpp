@@ -70,10 +70,19 @@ Cifar10 read_cifar10(const std::string& dir_text) {
     dir /= "cifar-10-batches-bin";
   }
   std::string missing;
-  for (const std::string& name : train_files) {
-    if (!fs::is_regular_file(dir / name, ec)) missing += " " + name;
+  std::vector<std::string> names = train_files;
+  names.emplace_back("test_batch.bin");
+  for (const std::string& name : names) {
+    const fs::file_status status = fs::status(dir / name, ec);
+    if (!fs::exists(status)) {
+      missing += " " + name;
+    } else if (!fs::is_regular_file(status)) {
+      // There, but a directory (an archive unpacked one level too deep, say) or a device: not "missing".
+      throw DataError("CIFAR-10 batch file '" + (dir / name).string() + "' is " +
+                      (fs::is_directory(status) ? "a directory" : "not a regular file") +
+                      ", not one of the dataset's binary files; point --data-dir at the folder holding the files");
+    }
   }
-  if (!fs::is_regular_file(dir / "test_batch.bin", ec)) missing += " test_batch.bin";
   if (!missing.empty()) {
     throw DataError("CIFAR-10 binary files missing in '" + dir.string() + "':" + missing +
                     ". Run scripts/fetch_data.sh cifar10, pass --data-dir DIR (the cifar-10-batches-bin folder or "

@@ -127,9 +127,15 @@ CitationGraph read_citation_graph(const CitationFiles& files, bool drop_dangling
       float value = 0;
       const std::string_view text = fields[i];
       const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-      if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(value)) {
+      const bool whole = end == text.data() + text.size();
+      if (ec == std::errc::result_out_of_range && whole) {
+        // A number, but beyond a float's range (about 3.4e38), which the features are held in.
         throw DataError(where + ": feature " + std::to_string(i) + " of paper " + shown(id) + " is " + shown(text) +
-                        ", not a number");
+                        ", beyond what a 32-bit float holds (magnitudes up to 3.4e38)");
+      }
+      if (ec != std::errc() || !whole || !std::isfinite(value)) {
+        throw DataError(where + ": feature " + std::to_string(i) + " of paper " + shown(id) + " is " + shown(text) +
+                        ", not a finite number");
       }
       features.push_back(value);
     }

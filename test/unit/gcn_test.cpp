@@ -88,7 +88,12 @@ TEST_CASE("broken citation files are errors naming the file, the line and the va
   }
   SECTION("a feature that is not a number") {
     const CitationFiles files = write_graph(dir, "a\t1\t0\tTheory\nb\t0\tyes\tAI\n", "a\tb\n");
-    CHECK_THAT(read_error(files), Contains(content + " line 2: feature 2 of paper 'b' is 'yes', not a number"));
+    CHECK_THAT(read_error(files), Contains(content + " line 2: feature 2 of paper 'b' is 'yes', not a finite number"));
+  }
+  SECTION("a feature beyond a float's range") {
+    const CitationFiles files = write_graph(dir, "a\t1\t0\tTheory\nb\t0\t1e39\tAI\n", "a\tb\n");
+    CHECK_THAT(read_error(files), Contains(content + " line 2: feature 2 of paper 'b' is '1e39', beyond what a 32-bit "
+                                                     "float holds (magnitudes up to 3.4e38)"));
   }
   SECTION("a paper listed twice") {
     const CitationFiles files = write_graph(dir, "a\t1\t0\tTheory\nb\t0\t1\tAI\na\t1\t1\tAI\n", "a\tb\n");

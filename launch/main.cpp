@@ -67,7 +67,7 @@ Failure failure_of(const std::function<void()>& body) {
 
 // train.threads, else what the launcher and the CPUs this process may use allow (cpu_budget.h).
 ThreadChoice threads_per_rank(const TrainConfig& config, const Session& session) {
-  if (config.train.threads > 0) return ThreadChoice{static_cast<int>(config.train.threads), "--threads"};
+  if (config.train.threads > 0) return ThreadChoice{static_cast<int>(config.train.threads), "--threads", ""};
   return choose_threads(process_environment(), read_cpu_facts(), session.local_world_size());
 }
 
@@ -182,8 +182,14 @@ class Job final {
   // (train.elastic_batch auto), and every start of the group resumes from its checkpoints, unless
   // checkpoint.resume was set: the agent restarts workers after failures and for nodes that join.
   void apply_launcher(TrainConfig& config, const ConfigSources& sources);
-  int train(const CommandLine& cmd, const Workload& workload, BackendKind backend, DeviceKind device, int cuda_device);
+  int train(const CommandLine& cmd, const Workload& workload, BackendKind backend, DeviceKind device, int cuda_device,
+            const ThreadChoice& threads);
   void start_heartbeat(double timeout_s);
+  // The stop watchdog's last words (set_stop_last_words): rank 0 records the stop that ends the process
+  // at once; returns where the run was.
+  std::string record_stop_at_once(int signal, const std::string& why, const std::string& checkpoint_dir);
+  // After a failure no agent restarts: rank 0's copy in memory goes, unless it holds the newest state.
+  void retire_memory_copy_after_failure();
   void stop_heartbeat();
   void warn(const std::string& message);
 
@@ -211,6 +217,7 @@ int Job::run(int argc, char** argv) {
   BackendKind backend = BackendKind::kMpi;
   DeviceKind device = DeviceKind::kCpu;
   int cuda_device = -1;
+  ThreadChoice threads;
   // Before the configuration is known, the default timeout bounds the agreement.
   Failure failure = agree(WaitOptions{CommOptions{}.timeout_s, &activity_, {}}, [&] {
     cmd = parse_command_line(argc, argv, schema_);
@@ -226,6 +233,7 @@ int Job::run(int argc, char** argv) {
     validate_for_device(cmd.config, device, cmd.sources);
     validate_for_backend(cmd.config, backend, cmd.sources);
     if (device == DeviceKind::kCuda) cuda_device = select_cuda_device(session_, backend);
+    threads = threads_per_rank(cmd.config, session_);
     if (session_.is_root()) validate_output_dirs(cmd.config, cmd.sources);
   });
   if (failure.failed()) return fail_together(failure);
@@ -255,13 +263,12 @@ int Job::run(int argc, char** argv) {
   failure = agree(wait, [&] { check_same_configuration(mine, session_.broadcast(mine, 0, wait, "rank 0's configuration")); });
   if (failure.failed()) return fail_together(failure);
   install_stop_signals(StopSignalOptions{cmd.config.checkpoint.on_usr1, cmd.config.checkpoint.stop_timeout_s});
-  return train(cmd, *workload, backend, device, cuda_device);
+  return train(cmd, *workload, backend, device, cuda_device, threads);
 }
 
 int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind backend, DeviceKind device,
-               int cuda_device) {
+               int cuda_device, const ThreadChoice& threads) {
   const TrainConfig& config = cmd.config;
-  const ThreadChoice threads = threads_per_rank(config, session_);
   at::set_num_threads(threads.threads);
   at::set_num_interop_threads(1);
   start_heartbeat(config.comm.timeout_s);
@@ -323,6 +330,7 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
     logger_ = std::make_unique<RunLogger>(config.log, session_.is_root(), session_.is_root() ? run_path : "");
     log_sink_.store(logger_.get());
     if (!launcher_note_.empty()) logger_->warning(launcher_note_);
+    if (!threads.warning.empty()) logger_->warning(threads.warning);
     if (!restart_note_.empty()) logger_->info(restart_note_);
     if (run_dir && !run_dir->note().empty()) logger_->info(run_dir->note());
     trainer = std::make_unique<Trainer>(run_config, workload, *comm, *logger_, make_reducer, compute_device, &activity_);

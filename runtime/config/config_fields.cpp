@@ -8,6 +8,7 @@
 #include <sstream>
 #include <utility>
 
+#include "runtime/util/cpu_budget.h"
 #include "runtime/util/error.h"
 #include "runtime/util/strings.h"
 
@@ -377,7 +378,7 @@ std::vector<ConfigField> build_fields() {
                         [](TrainConfig& c) -> int64_t& { return c.train.global_batch_size; }, 0, kMaxCount));
   f.push_back(int_field("train.threads", "threads", "intra-op threads per rank (0 = OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else the cores this "
                         "rank may use (affinity, cgroup quota) / ranks sharing them)",
-                        [](TrainConfig& c) -> int64_t& { return c.train.threads; }, 0, 1024));
+                        [](TrainConfig& c) -> int64_t& { return c.train.threads; }, 0, kMaxThreadsPerRank));
   f.push_back(enum_field<Precision>("train.precision", "precision",
                                     "compute precision: autocast to bf16/fp16 (fp16 with dynamic loss scaling; CUDA only)",
                                     [](TrainConfig& c) -> Precision& { return c.train.precision; },

@@ -10,6 +10,8 @@
 #include <sstream>
 #include <thread>
 
+#include "runtime/util/error.h"
+
 namespace dtrain {
 namespace {
 
@@ -105,10 +107,27 @@ CpuFacts read_cpu_facts(const std::string& cgroup_root, const std::string& proc_
 
 ThreadChoice choose_threads(const std::function<std::optional<std::string>(const std::string&)>& env,
                             const CpuFacts& facts, int local_ranks) {
+  std::string warning;
   for (const char* name : {"OMP_NUM_THREADS", "SLURM_CPUS_PER_TASK"}) {
-    if (const std::optional<int> value = positive_int(env(name))) {
-      return ThreadChoice{*value, std::string(name) + "=" + std::to_string(*value)};
+    std::optional<std::string> text = env(name);
+    if (!text) continue;
+    // OpenMP's list of nested levels ("4,2"): the outer level is what an intra-op pool uses.
+    const std::string first = std::string(name) == "OMP_NUM_THREADS" ? text->substr(0, text->find(',')) : *text;
+    const std::optional<int> value = positive_int(first);
+    if (!value) {
+      const bool too_large = !first.empty() && std::all_of(first.begin(), first.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+                             first.find_first_not_of('0') != std::string::npos;
+      if (!too_large) {
+        warning += std::string(warning.empty() ? "" : "; ") + "ignoring " + name + "='" + *text +
+                   "', which is not a positive number of threads";
+        continue;
+      }
     }
+    if (!value || *value > kMaxThreadsPerRank) {
+      throw ConfigError(std::string(name) + "=" + *text + " asks for more intra-op threads per rank than dtrain takes (1 to " +
+                        std::to_string(kMaxThreadsPerRank) + "); set it to the cores each rank should use, or pass --threads");
+    }
+    return ThreadChoice{*value, std::string(name) + "=" + *text, warning};
   }
   local_ranks = std::max(1, local_ranks);
   double usable = std::max(1, facts.node_cores);
@@ -125,8 +144,9 @@ ThreadChoice choose_threads(const std::function<std::optional<std::string>(const
     bound = false;  // a pod's or job's quota is shared by all its ranks
   }
   const int whole = std::max(1, static_cast<int>(std::floor(usable + 1e-9)));
-  if (bound || local_ranks == 1) return ThreadChoice{whole, source};
-  return ThreadChoice{std::max(1, whole / local_ranks), source + " / " + std::to_string(local_ranks) + " ranks on the node"};
+  if (bound || local_ranks == 1) return ThreadChoice{whole, source, warning};
+  return ThreadChoice{std::max(1, whole / local_ranks), source + " / " + std::to_string(local_ranks) + " ranks on the node",
+                      warning};
 }
 
 }  // namespace dtrain

@@ -17,9 +17,13 @@ struct CpuFacts {
   double quota = 0.0;    // the cgroup's CPU quota in cores (cpu.max, cpu.cfs_quota_us); 0: none
 };
 
+// The most intra-op threads a rank takes (train.threads and OMP_NUM_THREADS alike).
+constexpr int kMaxThreadsPerRank = 1024;
+
 struct ThreadChoice {
   int threads = 1;
   std::string source;  // why: "OMP_NUM_THREADS=1", "cgroup CPU quota 2.5 / 2 ranks on the node", ...
+  std::string warning;  // a launcher variable that was not a thread count and was ignored, else ""
 };
 
 // This process's facts. `cgroup_root` and `proc_self_cgroup` are there for tests.
@@ -31,10 +35,12 @@ CpuFacts read_cpu_facts(const std::string& cgroup_root = "/sys/fs/cgroup",
 // cpu.cfs_period_us (-1 = none). 0 when there is no quota or it cannot be read.
 double cgroup_cpu_quota(const std::string& cgroup_root, const std::string& proc_self_cgroup);
 
-// OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK (positive integers; other values are ignored), else the usable
-// cores (the smallest of node cores, affinity and quota) divided among the `local_ranks` of the node,
-// unless the ranks' affinity masks fit the node side by side (affinity x local ranks <= node cores: the
-// launcher bound each rank to cores of its own, which it shares with no other rank). At least 1.
+// OMP_NUM_THREADS (its first level where it lists several, as OpenMP reads "4,2"), else SLURM_CPUS_PER_TASK,
+// else the usable cores (the smallest of node cores, affinity and quota) divided among the `local_ranks`
+// of the node, unless the ranks' affinity masks fit the node side by side (affinity x local ranks <= node
+// cores: the launcher bound each rank to cores of its own, which it shares with no other rank). At least
+// 1. A variable that is not a positive integer is ignored, and `warning` says so; one above
+// kMaxThreadsPerRank throws ConfigError (thousands of threads would stall the start without a word).
 ThreadChoice choose_threads(const std::function<std::optional<std::string>(const std::string&)>& env,
                             const CpuFacts& facts, int local_ranks);
 

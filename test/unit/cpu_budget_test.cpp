@@ -38,10 +38,27 @@ TEST_CASE("the launcher's thread count comes first", "[threads]") {
   c = choose_threads(env_of({{"SLURM_CPUS_PER_TASK", "8"}}), facts, 4);
   CHECK(c.threads == 8);
   CHECK(c.source == "SLURM_CPUS_PER_TASK=8");
-  // Values that are no thread count are passed over.
+  // Values that are no thread count are passed over, and said so.
   c = choose_threads(env_of({{"OMP_NUM_THREADS", "0"}, {"SLURM_CPUS_PER_TASK", "four"}}), facts, 4);
   CHECK(c.threads == 4);
   CHECK(c.source == "16 cores / 4 ranks on the node");
+  CHECK(c.warning == "ignoring OMP_NUM_THREADS='0', which is not a positive number of threads; ignoring "
+                     "SLURM_CPUS_PER_TASK='four', which is not a positive number of threads");
+  CHECK(choose_threads(env_of({{"OMP_NUM_THREADS", "3"}}), facts, 4).warning.empty());
+  // OpenMP's nested levels: the outer one.
+  c = choose_threads(env_of({{"OMP_NUM_THREADS", "6,2"}}), facts, 4);
+  CHECK(c.threads == 6);
+  CHECK(c.source == "OMP_NUM_THREADS=6,2");
+}
+
+TEST_CASE("a launcher's thread count beyond what a rank takes is a configuration error", "[threads]") {
+  const CpuFacts facts{16, 16, 0.0};
+  for (const char* value : {"1025", "999999", "99999999999999999999"}) {
+    CHECK_THROWS_WITH(choose_threads(env_of({{"OMP_NUM_THREADS", value}}), facts, 1),
+                      std::string("OMP_NUM_THREADS=") + value + " asks for more intra-op threads per rank than dtrain "
+                      "takes (1 to 1024); set it to the cores each rank should use, or pass --threads");
+  }
+  CHECK(choose_threads(env_of({{"OMP_NUM_THREADS", "1024"}}), facts, 1).threads == 1024);
 }
 
 TEST_CASE("the usable cores are shared among the ranks of the node", "[threads]") {

@@ -441,7 +441,9 @@ std::vector<ConfigField> build_fields() {
   f.push_back(float_field("comm.timeout_s", "comm-timeout-s",
                           "seconds a collective may take before the run fails instead of hanging (stuck ranks are "
                           "named; a warning comes after a fifth of it)",
-                          [](TrainConfig& c) -> double& { return c.comm.timeout_s; }, 0.0, false, 1e6));
+                          // Below a second a busy node's ordinary collective would count as a failure, and a
+                          // restart policy would retry a configuration that can never succeed.
+                          [](TrainConfig& c) -> double& { return c.comm.timeout_s; }, 1.0, true, 1e6));
   f.push_back(enum_field<Compression>("comm.compress", "compress", "send fp32 gradient buckets as bf16 (half the bytes)",
                                       [](TrainConfig& c) -> Compression& { return c.comm.compress; },
                                       {Compression::kNone, Compression::kBf16}));

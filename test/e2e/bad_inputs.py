@@ -95,7 +95,10 @@ def cases(root, checkpoint):
     add("--bucket-mb zero", ["--bucket-mb", "0"], CONFIG, "--bucket-mb (comm.bucket_mb) must be a number > 0")
     add("--bucket-mb too large", ["--bucket-mb", "5000"], CONFIG, "<= 4096, got '5000'")
     add("--first-bucket-mb zero", ["--first-bucket-mb", "0"], CONFIG, "--first-bucket-mb (comm.first_bucket_mb)")
-    add("--comm-timeout-s zero", ["--comm-timeout-s", "0"], CONFIG, "--comm-timeout-s (comm.timeout_s) must be a number > 0")
+    add("--comm-timeout-s zero", ["--comm-timeout-s", "0"], CONFIG, "--comm-timeout-s (comm.timeout_s) must be a number >= 1")
+    for value in ["0.001", "1e-300"]:
+        add(f"--comm-timeout-s {value} (no collective could keep to it)", ["--comm-timeout-s", value], CONFIG,
+            f"--comm-timeout-s (comm.timeout_s) must be a number >= 1 and <= 1000000, got '{value}'")
     add("--comm-timeout-s beyond any run", ["--comm-timeout-s", "1e7"], CONFIG, "<= 1000000, got '1e7'")
     for flag, choices in [("optimizer", "adadelta|sgd|adam|adamw"), ("precision", "fp32|bf16|fp16"), ("backend", "auto|mpi|nccl|gloo"),
                           ("device", "auto|cpu|cuda"), ("compress", "none|bf16"), ("log-format", "katib|pytorch"),

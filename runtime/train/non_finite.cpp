@@ -8,18 +8,27 @@
 namespace dtrain {
 
 NonFiniteError non_finite_error(const TrainConfig& config, int64_t epoch, int64_t first_step, int64_t last_step,
-                                const std::string& what) {
+                                const std::string& what, const std::string& resumed_from) {
   std::string where = "epoch " + std::to_string(epoch);
   if (first_step > 0) {
     where += first_step == last_step ? ", step " + std::to_string(first_step)
                                      : ", steps " + std::to_string(first_step) + "-" + std::to_string(last_step);
   }
   std::string advice = "Lower the learning rate (" + format_number(config.train.lr) + ")";
-  if (config.train.on_nonfinite == NonFinitePolicy::kStop) advice += " or skip such steps with --on-nonfinite skip-step";
-  // Epoch (epoch - 1) was checkpointed by this run, or restored from: --resume goes on from there.
-  if (config.checkpoint.enabled && epoch > 1) {
-    advice += ", then --resume from the checkpoint of epoch " + std::to_string(epoch - 1) + " in '" +
-              config.checkpoint.dir + "'";
+  if (first_step == 0) {
+    // The evaluation: skipping training steps would not change it.
+    advice = "Train more steps before the evaluation, or lower the learning rate (" + format_number(config.train.lr) + ")";
+  } else if (config.train.on_nonfinite == NonFinitePolicy::kStop) {
+    advice += " or skip such steps with --on-nonfinite skip-step";
+  }
+  if (!resumed_from.empty()) {
+    // The state this epoch started from came from that file: resuming it again may well meet the same.
+    advice += ", then --resume from " + resumed_from + " again; if that fails alike, the state it holds is the "
+              "cause: move it out of '" + config.checkpoint.dir + "' so that --resume takes the one before it, or "
+              "start afresh";
+  } else if (config.checkpoint.enabled && epoch > 1) {
+    // This run checkpointed an earlier point (an epoch's end, or a step of this one): --resume goes on there.
+    advice += ", then --resume from the newest checkpoint in '" + config.checkpoint.dir + "'";
   }
   return NonFiniteError(where + ": " + what + " (train.on_nonfinite: " + to_string(config.train.on_nonfinite) +
                         "); no checkpoint was written for this epoch. " + advice);

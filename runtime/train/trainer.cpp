@@ -364,8 +364,15 @@ EpochStats Trainer::run_epoch(int64_t epoch) {
     throw non_finite(epoch, 1, stats.steps, "the " + non_finite_metrics("training", reduced[0], true) + " NaN or infinite");
   }
   if (!reduced[1].all_finite()) {
-    throw non_finite(epoch, 0, 0, "evaluation after the epoch gave a NaN or infinite " +
-                                      non_finite_metrics("test", reduced[1], false));
+    std::string what = "evaluation after the epoch gave a NaN or infinite " + non_finite_metrics("test", reduced[1], false);
+    if (has_running_statistics()) {
+      // Training normalises each batch by its own statistics, evaluation by the running ones: after few
+      // or tiny batches (small images make 1x1 maps) those do not describe the data yet.
+      what += ", while training's stayed finite: evaluation normalises with the BatchNorm layers' running statistics, "
+              "which " + std::to_string(stats.steps) + " training step(s) of " + std::to_string(config_.train.batch_size) +
+              " samples per rank have not yet fitted to the data";
+    }
+    throw non_finite(epoch, 0, 0, what);
   }
   stats.train = reduced[0];
   stats.test = reduced[1];
@@ -403,8 +410,19 @@ EpochStats Trainer::run_epoch(int64_t epoch) {
   return stats;
 }
 
+bool Trainer::has_running_statistics() const {
+  for (const TrainedModule& m : state_.modules()) {
+    for (const auto& buffer : m.module->named_buffers()) {
+      const std::string& name = buffer.key();
+      if (name.size() >= 11 && name.compare(name.size() - 11, 11, "running_var") == 0) return true;
+    }
+  }
+  return false;
+}
+
 NonFiniteError Trainer::non_finite(int64_t epoch, int64_t first_step, int64_t last_step, const std::string& what) const {
-  return non_finite_error(config_, epoch, first_step, last_step, what);
+  return non_finite_error(config_, epoch, first_step, last_step, what,
+                          restored_ && epoch == first_epoch_ ? restored_->path : std::string());
 }
 
 MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {

@@ -115,6 +115,8 @@ class Trainer final {
   // Collective: a checkpoint of epoch `epoch` after `steps_done` of its micro-steps (whole optimizer
   // steps), with the epoch's training metrics so far. Returns its path ("" on ranks > 0).
   std::string save_mid_epoch(int64_t epoch, int64_t steps_done, const MetricSums& epoch_sums, int64_t samples_seen);
+  // Whether a module normalises with running statistics in evaluation (BatchNorm's running_var buffers).
+  bool has_running_statistics() const;
   // Collective: ends the run for `decision`'s stop signal at the step boundary every rank is at. Inside an
   // epoch (`run` given, after `steps_done` micro-steps) it first saves a checkpoint there; elsewhere
   // `where` says the position and the checkpoint already written for it (an epoch end's), if any. Waits

@@ -80,8 +80,12 @@ TEST_CASE("good checkpoints survive a run that diverges after resuming", "[train
   diverging.train.epochs = 5;
   diverging.train.lr = 1e30;
   diverging.checkpoint.resume = true;
+  // The epoch started from the checkpoint resumed: the advice names it, and what to do if it fails again.
   CHECK_THAT(test::training_error<NonFiniteError>(diverging, *workload),
-             Contains("epoch 3, step 2") && Contains("--resume from the checkpoint of epoch 2"));
+             Contains("epoch 3, step 2") &&
+                 Contains("then --resume from " + config.checkpoint.dir + "/checkpoint-epoch-000002.pt again; if that "
+                          "fails alike, the state it holds is the cause: move it out of '" + config.checkpoint.dir +
+                          "' so that --resume takes the one before it, or start afresh"));
   // Nothing written for epoch 3, so keep-2 pruning removed nothing; the newest good one still resumes.
   CHECK(checkpoint_names(config.checkpoint.dir) ==
         std::vector<std::string>{"checkpoint-epoch-000001.pt", "checkpoint-epoch-000002.pt"});

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -32,6 +33,8 @@
 #include "runtime/monitor/resource_monitor.h"
 #include "runtime/monitor/run_telemetry.h"
 #include "runtime/reduce/bucketed_reducer.h"
+#include "runtime/train/checkpoint_files.h"
+#include "runtime/train/memory_copy.h"
 #include "runtime/train/run_directory.h"
 #include "runtime/train/trainer.h"
 #include "runtime/util/activity.h"
@@ -262,7 +265,8 @@ int Job::run(int argc, char** argv) {
   const WaitOptions wait{cmd.config.comm.timeout_s, &activity_, {}};
   failure = agree(wait, [&] { check_same_configuration(mine, session_.broadcast(mine, 0, wait, "rank 0's configuration")); });
   if (failure.failed()) return fail_together(failure);
-  install_stop_signals(StopSignalOptions{cmd.config.checkpoint.on_usr1, cmd.config.checkpoint.stop_timeout_s});
+  // From here a stop waits for a step boundary (before, there was nothing to save: it ended the process).
+  install_stop_signals(StopSignalOptions{cmd.config.checkpoint.on_usr1, cmd.config.checkpoint.stop_timeout_s, true});
   return train(cmd, *workload, backend, device, cuda_device, threads);
 }
 
@@ -317,6 +321,9 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
   if (failure.failed()) return fail_together(failure);
   // Rank 0's checkpoint copy in memory outlives a failed worker only when an agent will restart it.
   if (session_.is_root() && !session_.elastic_agent()) memory_checkpoints_ = run_config.checkpoint;
+  set_stop_last_words([this, checkpoint_dir = run_config.checkpoint.dir](int signal, const std::string& why) {
+    return record_stop_at_once(signal, why, checkpoint_dir);
+  });
 
   // Building the trainer loads the data; restoring reads the checkpoint. Both fail the same way on every
   // rank (or on one, whose error the others adopt), so the ranks agree and exit together.
@@ -395,6 +402,26 @@ void Job::apply_launcher(TrainConfig& config, const ConfigSources& sources) {
   }
 }
 
+std::string Job::record_stop_at_once(int signal, const std::string& why, const std::string& checkpoint_dir) {
+  const ActivitySnapshot where = activity_.snapshot();
+  if (RunLogger* logger = log_sink_.load()) {
+    StopRecord record;
+    record.signal = signal_name(signal);
+    record.signal_number = signal;
+    record.epoch = where.epoch;
+    record.step = where.step;
+    record.checkpoints = !checkpoint_dir.empty();
+    try {
+      record.checkpoint = latest_checkpoint(checkpoint_dir).value_or("");
+    } catch (const std::exception&) {
+    }
+    record.stop_s = seconds_since_stop_signal();
+    record.at_once = why + " (the run was " + describe(where) + ")";
+    logger->stopped_at_once(record);
+  }
+  return "the run was " + describe(where);
+}
+
 void Job::start_heartbeat(double timeout_s) {
   if (session_.world_size() == 1) return;
   const std::optional<MpiWorld> mpi = session_.mpi_world();
@@ -445,8 +472,17 @@ void Job::warn(const std::string& message) {
   }
 }
 
+void Job::retire_memory_copy_after_failure() {
+  if (!memory_checkpoints_) return;
+  const std::string note = retire_memory_copy(memory_root(memory_checkpoints_->memory_dir), memory_checkpoints_->dir);
+  memory_checkpoints_.reset();
+  if (note.empty()) return;
+  std::cerr << "dtrain: note: " << note << std::endl;
+  if (RunLogger* logger = log_sink_.load()) logger->warning(note);
+}
+
 int Job::fail_together(const Failure& failure) {
-  if (memory_checkpoints_) remove_memory_checkpoints(*memory_checkpoints_);
+  retire_memory_copy_after_failure();
   if (session_.is_root()) {
     std::cerr << "dtrain: error: " << failure.text() << std::endl;
     if (RunLogger* logger = log_sink_.load()) {
@@ -464,7 +500,7 @@ int Job::fail_alone(Failure failure) {
     failure.origin.world_size = session_.world_size();
   }
   std::cerr << "dtrain: error: " << failure.text() << std::endl;
-  if (memory_checkpoints_) remove_memory_checkpoints(*memory_checkpoints_);
+  retire_memory_copy_after_failure();
   if (session_.is_root()) {
     if (RunLogger* logger = log_sink_.load()) logger->error(failure.message, 0, activity_.snapshot());
   } else if (heartbeat_) {
@@ -514,6 +550,9 @@ constexpr const char* kDefaultWorkload = "mnist";
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A console that goes away (`dtrain ... | head`) is a failed write, reported and recorded with status 5
+  // (docs/failures.md), not a silent death by SIGPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
   const dtrain::LauncherEnv launcher = dtrain::read_launcher_env(dtrain::process_environment());
   // From here a stop signal waits for a step boundary (or the stop timeout) instead of killing the
   // process: the defaults until the configuration is read.

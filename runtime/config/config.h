@@ -130,9 +130,10 @@ struct CheckpointOptions {
   // Copy the state to host memory at the step and write it from a thread of its own while training goes
   // on (false: write it on the training thread).
   bool async = true;
-  // Rank 0 also keeps the newest checkpoint here, in memory (a tmpfs), for restarts on the same node
-  // (see memory_checkpoint_dir); empty: not.
-  std::string memory_dir = "/dev/shm";
+  // Rank 0 also keeps the newest checkpoint here, in memory (a tmpfs), for restarts on the same node, in
+  // a directory private to the user (memory_copy.h); "auto": $XDG_RUNTIME_DIR where it is the user's
+  // private directory, else /dev/shm; empty: not.
+  std::string memory_dir = "auto";
   // SIGTERM, SIGINT, SIGHUP and SIGUSR2 stop the run at the next step boundary with a checkpoint there
   // (stop_signals.h); SIGUSR1 too when on_usr1. After stop_timeout_s the process exits at once.
   bool on_usr1 = false;

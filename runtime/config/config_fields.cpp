@@ -511,8 +511,10 @@ std::vector<ConfigField> build_fields() {
                          "own while training goes on (false: write it on the training thread)",
                          [](TrainConfig& c) -> bool& { return c.checkpoint.async; }));
   f.push_back(string_field("checkpoint.memory_dir", "checkpoint-memory-dir",
-                           "rank 0 also keeps the newest checkpoint in this memory-backed directory of its node, "
-                           "and a restart on that node resumes from it without reading the disk (empty = not)",
+                           "rank 0 also keeps the newest checkpoint in a private directory of the user under this "
+                           "memory-backed directory of its node, and a restart on that node resumes from it without "
+                           "reading the disk (auto = $XDG_RUNTIME_DIR where it is the user's, else /dev/shm; empty = "
+                           "not)",
                            [](TrainConfig& c) -> std::string& { return c.checkpoint.memory_dir; }, true));
   f.back().per_node = true;
   f.push_back(bool_field("checkpoint.on_usr1", "checkpoint-on-usr1",

@@ -74,6 +74,9 @@ struct StopRecord {
   int64_t epoch_samples = 0;   // its global samples trained
   std::string checkpoint;      // the checkpoint a --resume continues from ("" when none was saved)
   bool saved = false;          // this stop saved `checkpoint` (false: an earlier one, or none, holds the state)
+  bool in_evaluation = false;  // it came during the epoch's evaluation, which a resume does again
+  bool checkpoints = true;     // checkpoint.enabled
+  std::string at_once;         // why the process exited at once instead (a second signal, the stop timeout)
   double stop_s = 0.0;         // rank 0: from its signal (or its learning of the stop) to the checkpoint on disk
 };
 

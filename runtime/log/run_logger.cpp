@@ -1,9 +1,11 @@
 #include "runtime/log/run_logger.h"
 
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <thread>
 
 #include "runtime/log/json_line.h"
 #include "runtime/log/log_format.h"
@@ -322,19 +324,9 @@ void RunLogger::checkpoint_written(const CheckpointRecord& checkpoint) {
   write_event(record);
 }
 
-void RunLogger::stopped(const StopRecord& r) {
-  if (!is_root_) return;
-  std::lock_guard<std::mutex> lock(mutex_);
-  meter_->clear();
-  const std::string where =
-      r.step > 0 ? "in epoch " + std::to_string(r.epoch) + " after step " + std::to_string(r.step)
-                 : (r.epoch > 0 ? "after epoch " + std::to_string(r.epoch) : "before training");
-  out_ << "stopped by " << r.signal << " (rank " << r.rank << ") " << where << ": ";
-  if (r.saved) out_ << "checkpoint " << r.checkpoint << " saved; --resume continues there\n";
-  else if (!r.checkpoint.empty()) out_ << "nothing new to save; --resume continues from " << r.checkpoint << "\n";
-  else out_ << "no checkpoint saved (checkpoint.enabled is false)\n";
-  flush_console();
-  JsonRecord record = event("stopped");
+namespace {
+
+JsonRecord stopped_record(JsonRecord record, const StopRecord& r) {
   record["signal"] = r.signal;
   record["signal_number"] = r.signal_number;
   record["rank"] = r.rank;
@@ -343,9 +335,57 @@ void RunLogger::stopped(const StopRecord& r) {
   record["epoch_samples"] = r.epoch_samples;
   record["checkpoint"] = r.checkpoint.empty() ? JsonRecord() : JsonRecord(r.checkpoint);
   record["saved"] = r.saved;
+  record["in_evaluation"] = r.in_evaluation;
   record["stop_s"] = r.stop_s;
-  write_event(record);
+  if (!r.at_once.empty()) record["at_once"] = r.at_once;
+  return record;
+}
+
+}  // namespace
+
+void RunLogger::stopped(const StopRecord& r) {
+  if (!is_root_) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  meter_->clear();
+  std::string where;
+  if (r.in_evaluation) {
+    where = "during the evaluation of epoch " + std::to_string(r.epoch) + " (its " + std::to_string(r.step) +
+            " steps trained)";
+  } else if (r.step > 0) {
+    where = "in epoch " + std::to_string(r.epoch) + " after step " + std::to_string(r.step);
+  } else {
+    where = r.epoch > 0 ? "after epoch " + std::to_string(r.epoch) : "before training";
+  }
+  out_ << "stopped by " << r.signal << " (rank " << r.rank << ") " << where << ": ";
+  if (r.saved) {
+    out_ << "checkpoint " << r.checkpoint << " saved; --resume continues there"
+         << (r.in_evaluation ? " with the epoch's evaluation" : "") << "\n";
+  } else if (!r.checkpoint.empty()) {
+    out_ << "nothing new to save; --resume continues from " << r.checkpoint << "\n";
+  } else if (r.checkpoints) {
+    out_ << "nothing trained yet, so nothing to save; the next start begins the run\n";
+  } else {
+    out_ << "no checkpoint saved (checkpoint.enabled is false)\n";
+  }
+  flush_console();
+  write_event(stopped_record(event("stopped"), r));
   events_->sync();
+}
+
+void RunLogger::stopped_at_once(const StopRecord& r) noexcept {
+  if (!is_root_) return;
+  // Called from the stop watchdog while the training thread may hold the lock, stuck in the write or
+  // step that the stop could not wait for: the record is written without it if need be (one write(2)).
+  std::unique_lock<std::mutex> lock(mutex_, std::defer_lock);
+  for (int attempt = 0; attempt < 50 && !lock.try_lock(); ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  try {
+    events_->append(json_line(stopped_record(event("stopped"), r)) + "\n");
+    events_->sync();
+  } catch (const std::exception& e) {
+    std::cerr << "dtrain: the run log has no record of this stop: " << e.what() << std::endl;
+  }
 }
 
 void RunLogger::resumed(const ResumeRecord& r) {

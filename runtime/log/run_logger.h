@@ -58,6 +58,9 @@ class RunLogger final {
   void resumed(const ResumeRecord& record);
   // The run stopped for a signal: a console line and a `stopped` record, synced.
   void stopped(const StopRecord& record);
+  // The `stopped` record of a stop that could not wait for a step boundary (StopRecord::at_once), from
+  // the stop watchdog's thread: written even when another thread holds the logger (after a second).
+  void stopped_at_once(const StopRecord& record) noexcept;
 
   // One `sample` record per entry of `samples`, rank `rank`'s resource use over time.
   void resource_samples(int rank, const std::vector<ResourceSample>& samples);

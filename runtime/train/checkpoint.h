@@ -19,6 +19,8 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/config/config.h"
 #include "runtime/log/run_events.h"
+#include "runtime/train/checkpoint_files.h"
+#include "runtime/train/memory_copy.h"
 #include "runtime/train/train_state.h"
 
 namespace dtrain {
@@ -41,10 +43,19 @@ struct CheckpointMeta {
   int64_t partial_samples = 0;  // the samples they cover (steps skipped for NaN/inf gradients excluded)
   int64_t global_batch = 0;    // samples per optimizer step over all ranks (0: not recorded)
   double saved_unix_s = 0.0;   // when it was written (0: not recorded)
-  // restore only: newer checkpoints that were damaged (a bad CRC, truncated, empty) and passed over for
-  // this one, as "<path>: <what is wrong>"
-  std::vector<std::string> damaged;
   bool from_memory = false;    // restore only: read from checkpoint.memory_dir's copy, not from the disk
+};
+
+// Where a checkpoint with this metadata is in training (its file's name says the same).
+CheckpointPosition checkpoint_position_of(const CheckpointMeta& meta);
+
+// What Checkpointer::restore found.
+struct Restored {
+  std::optional<CheckpointMeta> checkpoint;  // loaded into the modules; none: nothing to resume
+  // Newer checkpoints passed over, each "<path>: <what is wrong>": damaged (a bad CRC, truncated, empty),
+  // not a dtrain checkpoint, named for another position than it records, or a copy in memory that is
+  // not this run's.
+  std::vector<std::string> passed_over;
 };
 
 // Where training last was, written by rank 0 beside the checkpoints at each progress line, so that a
@@ -67,6 +78,10 @@ class CheckpointSnapshot final {
 
   bool empty() const { return archive_ == nullptr; }
   const std::string& path() const { return path_; }  // where persist() writes it
+  // What persist() records, and so where it writes: the caller may complete it until then (the epoch's
+  // metrics once it is evaluated; the position of an epoch whose evaluation a stop cut short).
+  const CheckpointMeta& meta() const { return meta_; }
+  void set_meta(CheckpointMeta meta);
   // Refers to the live tensors (taken without copies, or with an optimizer no copy is made of): persist
   // it before training goes on.
   bool live() const { return live_; }
@@ -76,9 +91,9 @@ class CheckpointSnapshot final {
   std::unique_ptr<torch::serialize::OutputArchive> archive_;
   // The parameters and buffers written, by name, for the check that no NaN or infinity is saved.
   std::vector<std::pair<std::string, at::Tensor>> checked_;
+  CheckpointMeta meta_;
+  std::string dir_;
   std::string path_;
-  std::pair<int64_t, int64_t> position_;  // (epoch, optimizer steps into it), as checkpoint names order them
-  int64_t completed_epoch_ = 0;
   bool live_ = true;
 };
 
@@ -88,6 +103,7 @@ enum class SnapshotCopy { kLive, kHostCopy };
 class Checkpointer final {
  public:
   Checkpointer(CheckpointOptions options, Communicator& comm);
+  ~Checkpointer();
 
   // Rank 0: the state of `modules` at `meta`'s position, for persist(); empty on other ranks. With
   // kHostCopy every tensor is copied to host memory (pinned, from a GPU) before it returns, unless an
@@ -97,14 +113,25 @@ class Checkpointer final {
   // 2-core VM: 45-59 ms with fresh copies, see docs/benchmarks.md).
   CheckpointSnapshot snapshot(const CheckpointMeta& meta, const std::vector<TrainedModule>& modules,
                               SnapshotCopy copy);
+  // Rank 0, before training and off its thread if the caller likes (nothing else of the checkpointer may
+  // run meanwhile): allocates and touches the host memory that kHostCopy snapshots of `modules` copy into
+  // (parameters, buffers, and the optimizer state each parameter will have), so that the first snapshot
+  // of a run takes no page faults.
+  void prepare_host_copies(const std::vector<TrainedModule>& modules);
   // Rank 0: writes `snapshot` as save() does and returns its path. Touches no live tensor of a
   // kHostCopy snapshot, so it may run on another thread than training's. Throws as save() does.
-  // With checkpoint.memory_dir it first writes the same bytes into memory_checkpoint_dir() (no fsync:
+  // With checkpoint.memory_dir it first writes the same bytes into this run's MemoryCopy (no fsync:
   // memory) and removes the copy before it there; that copy is best effort: when it cannot be written
-  // (a small /dev/shm, as containers have), memory_problem() says why and later persists skip it.
+  // (a small /dev/shm, as containers have; a directory another user made), memory_problem() says why
+  // and later persists skip it.
   std::string persist(CheckpointSnapshot snapshot);
   // Why the copy in memory was not written ("" when it was, or is off). Read it after persist().
   const std::string& memory_problem() const { return memory_problem_; }
+  // Rank 0, before the first persist: opens (makes) this run's copy in memory, so that a place that
+  // cannot be used shows in memory_problem() from the start.
+  void open_memory_copy();
+  // Rank 0: removes this run's copy in memory (a run that ended: the disk holds its last state).
+  void remove_memory_copy();
 
   // Rank 0 writes <dir>/checkpoint-epoch-NNNNNN.pt (NNNNNN = meta.epoch) or, inside an epoch,
   // checkpoint-epoch-NNNNNN-step-SSSSSSSS.pt (the epoch in progress and its optimizer steps), then prunes
@@ -114,16 +141,19 @@ class Checkpointer final {
   // when the file cannot be written (no partial file is left; existing checkpoints are untouched).
   std::string save(const CheckpointMeta& meta, const std::vector<TrainedModule>& modules);
 
-  // Collective. Loads the newest checkpoint of <dir> into every module and its optimizer, on every rank,
-  // and returns its metadata, or nullopt if the directory holds none. Where rank 0's node holds a copy in
-  // memory (checkpoint.memory_dir) at least as new as the newest file on disk, that copy is read instead
-  // (meta.from_memory): a worker restarted on the same node does not read the disk. Throws DataError
-  // (the same on every rank) for an unreadable file, another workload or optimizer, a module the file
-  // lacks, parameters whose names, shapes or dtypes differ from the module's (checked before anything is
-  // loaded), non-finite values, or data `labels` (WorkloadData::labels) other than those it was trained
-  // on. Checkpoints of formats 1 and 2 hold one module, which loads as "model".
-  std::optional<CheckpointMeta> restore(std::vector<TrainedModule>& modules, const std::string& workload,
-                                        const std::string& optimizer_name, const std::string& labels = "") const;
+  // Collective. Loads the newest usable checkpoint of <dir> into every module and its optimizer, on every
+  // rank, and returns its metadata (none if there is none). Where rank 0's node holds a copy in memory
+  // (checkpoint.memory_dir) of this run at least as new as the newest file on disk, that copy is read
+  // instead (meta.from_memory): a worker restarted on the same node does not read the disk. Newer files
+  // that are damaged, not dtrain checkpoints (checkpoint_archive.h: checked before LibTorch reads them),
+  // or named for another position than they record are passed over, as is a copy in memory that does not
+  // belong to this run (Restored::passed_over). Throws DataError (the same on every rank) when every file
+  // on disk is passed over, or the newest is of another workload or optimizer, lacks a module, holds
+  // parameters whose names, shapes or dtypes differ from the module's (checked before anything is
+  // loaded) or non-finite values, or was trained on data whose `labels` (WorkloadData::labels) differ.
+  // Checkpoints of formats 1 and 2 hold one module, which loads as "model".
+  Restored restore(std::vector<TrainedModule>& modules, const std::string& workload, const std::string& optimizer_name,
+                   const std::string& labels = "") const;
 
   // Rank 0: replaces <dir>/progress with `mark`. Best effort: a mark that cannot be written is skipped (the
   // next checkpoint reports a full disk).
@@ -138,20 +168,11 @@ class Checkpointer final {
  private:
   CheckpointOptions options_;
   Communicator& comm_;
+  std::string memory_root_;  // memory_root(options_.memory_dir)
+  std::unique_ptr<MemoryCopy> memory_;  // rank 0's, from its first persist
   std::unordered_map<const void*, at::Tensor> host_copies_;  // by the live tensor they copy
+  std::vector<at::Tensor> spare_copies_;  // prepared for optimizer state that did not exist yet
   std::string memory_problem_;
 };
-
-// Where rank 0 keeps the newest checkpoint of `options.dir` in memory, on its node:
-// <memory_dir>/dtrain-<uid>-<16 hex digits naming the absolute checkpoint directory>, so that the runs of
-// one checkpoint directory (a job and its restarts) meet there and no other run does. "" when
-// checkpoint.memory_dir is empty.
-std::string memory_checkpoint_dir(const CheckpointOptions& options);
-// Removes that directory (at the end of a run, or when a run fails with no restart to come). Best effort.
-void remove_memory_checkpoints(const CheckpointOptions& options);
-
-// Removes the temporary files of checkpoint writes that never finished (checkpoint-epoch-*.pt.tmp: a
-// process killed while writing) from `dir`, which this process has locked. Returns how many.
-int remove_partial_checkpoints(const std::string& dir);
 
 }  // namespace dtrain

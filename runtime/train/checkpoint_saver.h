@@ -34,10 +34,20 @@ class CheckpointSaver final {
   CheckpointSaver(const CheckpointSaver&) = delete;
   CheckpointSaver& operator=(const CheckpointSaver&) = delete;
 
+  // Rank 0, before training: prepares the host memory of the snapshots of `modules` on a thread of its
+  // own (Checkpointer::prepare_host_copies), so that neither a step nor the first checkpoint waits for
+  // its page faults. The next hold() waits for it.
+  void prepare(const std::vector<TrainedModule>& modules);
+
   // At a step boundary, on every rank (only rank 0 does anything): checkpoints `modules` at `meta`'s
   // position and returns the path being (or already) written, "" on ranks > 0. Inside an epoch
-  // (meta.epoch_samples > 0) it is logged as a `checkpoint` record once written.
+  // (meta.epoch_samples > 0) it is logged as a `checkpoint` record once written. take(hold(...)).
   std::string take(const CheckpointMeta& meta, const std::vector<TrainedModule>& modules);
+  // The two halves of take(): hold() waits for the persist in flight and snapshots the state at once;
+  // the snapshot may be completed (CheckpointSnapshot::set_meta) while training does not change the
+  // state (an evaluation) and is then written by take(snapshot). Empty snapshot and "" on ranks > 0.
+  CheckpointSnapshot hold(const CheckpointMeta& meta, const std::vector<TrainedModule>& modules);
+  std::string take(CheckpointSnapshot snapshot);
   // Rank 0, between steps: logs a persist that finished; rethrows the error of one that failed.
   void poll();
   // Waits for the persist in flight, logs it, and rethrows its error (a run that stops with its state
@@ -51,16 +61,20 @@ class CheckpointSaver final {
   void start(CheckpointSnapshot snapshot, CheckpointRecord record);
   void wait_and_log();  // joins the persist in flight, logs it, rethrows its failure
   void warn_memory();   // once, when the copy in memory could not be written
+  void join_prepare();
 
   const CheckpointOptions& options_;
   Communicator& comm_;
   RunLogger& logger_;
   Checkpointer checkpointer_;
+  std::thread preparer_;
   std::thread writer_;
   std::atomic<bool> done_{false};
   std::exception_ptr failure_;
   CheckpointRecord pending_;  // the persist in flight, logged when it is done if inside an epoch
   double persist_s_ = 0.0;    // its write, on the writer's clock
+  double held_wait_s_ = 0.0;  // of the snapshot held: waiting for the previous persist
+  double held_save_s_ = 0.0;  // of the snapshot held: training time it took
   bool warned_wait_ = false;
   bool warned_memory_ = false;
 };

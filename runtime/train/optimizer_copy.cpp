@@ -60,4 +60,19 @@ std::unique_ptr<torch::optim::Optimizer> copy_optimizer(const torch::optim::Opti
   return nullptr;
 }
 
+int optimizer_state_tensors(const torch::optim::Optimizer& optimizer) {
+  using namespace torch::optim;
+  if (dynamic_cast<const SGD*>(&optimizer) != nullptr) {
+    return static_cast<const SGDOptions&>(optimizer.defaults()).momentum() != 0 ? 1 : 0;
+  }
+  if (dynamic_cast<const AdamW*>(&optimizer) != nullptr) {
+    return static_cast<const AdamWOptions&>(optimizer.defaults()).amsgrad() ? 3 : 2;
+  }
+  if (dynamic_cast<const Adam*>(&optimizer) != nullptr) {
+    return static_cast<const AdamOptions&>(optimizer.defaults()).amsgrad() ? 3 : 2;
+  }
+  if (dynamic_cast<const Adadelta*>(&optimizer) != nullptr) return 2;
+  return 0;
+}
+
 }  // namespace dtrain

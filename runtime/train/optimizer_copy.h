@@ -19,4 +19,8 @@ using TensorCopy = std::function<at::Tensor(const at::Tensor&)>;
 std::unique_ptr<torch::optim::Optimizer> copy_optimizer(const torch::optim::Optimizer& optimizer,
                                                         const TensorCopy& copy);
 
+// How many state tensors of its parameter's shape `optimizer` keeps per parameter once it has stepped
+// (SGD with momentum 1, Adam and AdamW 2 or 3 with amsgrad, Adadelta 2; 0 for another type).
+int optimizer_state_tensors(const torch::optim::Optimizer& optimizer);
+
 }  // namespace dtrain

@@ -1,12 +1,18 @@
 #include "runtime/train/run_directory.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
+#include <vector>
 
 #include "runtime/log/log_format.h"
-#include "runtime/train/checkpoint.h"
+#include "runtime/train/checkpoint_files.h"
+#include "runtime/train/memory_copy.h"
 #include "runtime/util/error.h"
 #include "runtime/util/file_io.h"
 
@@ -27,11 +33,12 @@ std::string workload_of_run(const fs::path& run) {
 
 constexpr const char* kJobFile = "torchrun_job";
 
-// The torchrun job recorded in `dir` ("" when none is).
+// The torchrun job recorded in `dir` ("" when none is): the whole file but its final newline, so that an
+// id with a newline of its own reads back as it was written.
 std::string job_of(const fs::path& dir) {
-  std::ifstream in(dir / kJobFile);
-  std::string job;
-  std::getline(in, job);
+  std::ifstream in(dir / kJobFile, std::ios::binary);
+  std::string job((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!job.empty() && job.back() == '\n') job.pop_back();
   return job;
 }
 
@@ -39,23 +46,39 @@ void record_job(const fs::path& dir, const std::string& job) {
   if (!job.empty() && job_of(dir) != job) write_file_atomically((dir / kJobFile).string(), job + "\n");
 }
 
+// When the newest checkpoint of `checkpoint_dir` was written, on disk or in this node's copy in memory
+// (a run killed during its first disk write has its only checkpoint there), if it has one.
+std::optional<fs::file_time_type> newest_checkpoint_time(const std::string& checkpoint_dir, const std::string& memory) {
+  std::vector<std::string> files;
+  if (std::optional<std::string> on_disk = latest_checkpoint(checkpoint_dir)) files.push_back(*on_disk);
+  std::string problem;
+  if (const std::unique_ptr<MemoryCopy> copy = MemoryCopy::open(memory, checkpoint_dir, false, problem)) {
+    const std::vector<CheckpointFile> in_memory = copy->list();
+    if (!in_memory.empty()) files.push_back(in_memory.back().path);
+  }
+  std::optional<fs::file_time_type> newest;
+  for (const std::string& file : files) {
+    std::error_code ec;
+    const fs::file_time_type written = fs::last_write_time(file, ec);
+    if (!ec && (!newest || written > *newest)) newest = written;
+  }
+  return newest;
+}
+
 // The run of `workload` (and of torchrun job `job`, when given) in `log_dir` whose newest checkpoint in its
-// checkpoints/ was written last.
+// checkpoints/ (or in memory) was written last.
 std::optional<std::string> newest_run_with_checkpoint(const std::string& log_dir, const std::string& workload,
-                                                      const std::string& job) {
+                                                      const std::string& job, const std::string& memory) {
   std::optional<std::string> newest;
   fs::file_time_type newest_time;
   std::error_code ec;
   for (const fs::directory_entry& entry : fs::directory_iterator(log_dir, ec)) {
     if (!entry.is_directory(ec) || workload_of_run(entry.path()) != workload) continue;
     if (!job.empty() && job_of(entry.path()) != job) continue;
-    const std::optional<std::string> checkpoint = Checkpointer::latest((entry.path() / "checkpoints").string());
-    if (!checkpoint) continue;
-    const fs::file_time_type written = fs::last_write_time(*checkpoint, ec);
-    if (ec) continue;
-    if (!newest || written > newest_time) {
+    const std::optional<fs::file_time_type> written = newest_checkpoint_time((entry.path() / "checkpoints").string(), memory);
+    if (written && (!newest || *written > newest_time)) {
       newest = entry.path().filename().string();
-      newest_time = written;
+      newest_time = *written;
     }
   }
   return newest;
@@ -74,16 +97,17 @@ std::unique_ptr<RunDirectory> RunDirectory::open(const TrainConfig& config, doub
   const std::string& log_dir = config.log.dir;
   const CheckpointOptions& ck = config.checkpoint;
   const bool shared_checkpoints = ck.enabled && !ck.dir.empty();
+  const std::string memory = ck.enabled ? memory_root(ck.memory_dir) : "";
   create_directories(log_dir, "log.dir");
 
   run->name_ = config.log.run_name;
   if (run->name_.empty() && ck.resume && !shared_checkpoints) {
-    if (std::optional<std::string> newest = newest_run_with_checkpoint(log_dir, config.workload, job)) {
+    if (std::optional<std::string> newest = newest_run_with_checkpoint(log_dir, config.workload, job, memory)) {
       run->name_ = *newest;
       run->note_ = "resuming run '" + *newest + "', the run of " + config.workload +
                    (job.empty() ? "" : " of torchrun job '" + job + "'") + " in '" + log_dir +
                    "' with the newest checkpoint (--run-name chooses another)";
-    } else if (!job.empty() && newest_run_with_checkpoint(log_dir, config.workload, "")) {
+    } else if (!job.empty() && newest_run_with_checkpoint(log_dir, config.workload, "", memory)) {
       run->note_ = "the runs of " + config.workload + " in '" + log_dir + "' with checkpoints are other jobs'; torchrun job '" +
                    job + "' starts a run of its own (--resume --run-name NAME continues one of them)";
     }
@@ -127,7 +151,7 @@ std::unique_ptr<RunDirectory> RunDirectory::open(const TrainConfig& config, doub
   }
   create_directories(run->checkpoint_dir_, "checkpoint.dir");
   if (!shared_checkpoints) {
-    run->remove_partial_checkpoints();
+    run->claim_checkpoints(ck.resume, memory);
     return run;
   }
   run->checkpoint_lock_ = DirectoryLock::try_lock(run->checkpoint_dir_, lock_wait_s, holder);
@@ -139,7 +163,7 @@ std::unique_ptr<RunDirectory> RunDirectory::open(const TrainConfig& config, doub
   }
   if (!job.empty()) {
     // Resumed because torchrun restarts resume: only this job's checkpoints are this run's to continue.
-    const std::optional<std::string> existing = Checkpointer::latest(ck.dir);
+    const std::optional<std::string> existing = latest_checkpoint(ck.dir);
     const std::string owner = job_of(ck.dir);
     if (existing && owner != job) {
       throw ConfigError("checkpoint.dir '" + ck.dir + "' holds checkpoints of " +
@@ -151,21 +175,36 @@ std::unique_ptr<RunDirectory> RunDirectory::open(const TrainConfig& config, doub
     record_job(ck.dir, job);
   }
   if (!ck.resume) {
-    if (const std::optional<std::string> existing = Checkpointer::latest(ck.dir)) {
+    if (const std::optional<std::string> existing = latest_checkpoint(ck.dir)) {
       throw ConfigError("checkpoint.dir '" + ck.dir + "' holds checkpoints of an earlier run (" + *existing +
                         "), which this run would overwrite; continue that run with --resume, or give this run "
                         "another --checkpoint-dir");
     }
   }
-  run->remove_partial_checkpoints();
+  run->claim_checkpoints(ck.resume, memory);
   return run;
 }
 
-void RunDirectory::remove_partial_checkpoints() {
-  const int removed = dtrain::remove_partial_checkpoints(checkpoint_dir_);
-  if (removed == 0) return;
-  note_ += std::string(note_.empty() ? "" : "\n") + "removed " + std::to_string(removed) +
-           " partial checkpoint file(s) (*.pt.tmp) from " + checkpoint_dir_ + ", left by a write that never finished";
+void RunDirectory::add_note(const std::string& note) { note_ += (note_.empty() ? "" : "\n") + note; }
+
+void RunDirectory::claim_checkpoints(bool resume, const std::string& memory) {
+  const int removed = remove_partial_checkpoints(checkpoint_dir_);
+  if (removed > 0) {
+    add_note("removed " + std::to_string(removed) + " partial checkpoint file(s) (*.pt.tmp) from " + checkpoint_dir_ +
+             ", left by a write that never finished");
+  }
+  // A run that starts afresh gets an id of its own: no copy in memory of an earlier run here (or of a run
+  // deleted and started again under the same name) is ever taken for its state.
+  if (!resume || checkpoint_run_id(checkpoint_dir_).empty()) new_checkpoint_run_id(checkpoint_dir_);
+  // (A per-user directory that cannot be swept safely is not used at all: the checkpoint saver says so.)
+  const MemorySweep sweep = sweep_memory_copies(memory);
+  if (sweep.copies_removed + sweep.files_removed > 0) {
+    char freed[32];
+    std::snprintf(freed, sizeof freed, "%.1f MiB", static_cast<double>(sweep.bytes_freed) / (1 << 20));
+    add_note("removed " + std::to_string(sweep.copies_removed) + " checkpoint copies in memory that no run can resume from and " +
+             std::to_string(sweep.files_removed) + " stale or partial file(s) from " + memory + "/dtrain-" +
+             std::to_string(::geteuid()) + " (" + freed + ")");
+  }
 }
 
 }  // namespace dtrain

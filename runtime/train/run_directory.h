@@ -35,13 +35,16 @@ class RunDirectory final {
   const std::string& name() const { return name_; }
   // Where this run's checkpoints go and a resume reads them; "" when checkpoint.enabled is false.
   const std::string& checkpoint_dir() const { return checkpoint_dir_; }
-  // How the run was chosen, when that is worth a console line (a resume of the newest run); else "".
+  // How the run was chosen and what was cleaned up, when that is worth a console line; else "".
   const std::string& note() const { return note_; }
 
  private:
   RunDirectory() = default;
-  // Under the directory's lock: removes what killed checkpoint writes left, and says so in note_.
-  void remove_partial_checkpoints();
+  void add_note(const std::string& note);
+  // Under the checkpoint directory's lock: removes what killed checkpoint writes left, gives a run that
+  // starts afresh (not `resume`) a new run id, and sweeps this user's copies in memory under `memory`
+  // (memory_copy.h); says what it did in note_.
+  void claim_checkpoints(bool resume, const std::string& memory);
 
   std::string path_;
   std::string name_;

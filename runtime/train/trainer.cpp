@@ -27,6 +27,10 @@ namespace {
 // progress lines off, every this many steps: one stall per 100 steps costs nothing measurable.
 constexpr int64_t kNonFiniteCheckSteps = 100;
 
+// On a GPU the ranks agree on stop signals every this many steps (or evaluation batches): a host-side
+// collective every step would make the device wait for the host.
+constexpr int64_t kGpuStopCheckSteps = 10;
+
 // Seed of torch's generator (dropout) for one rank and epoch: reseeding at every epoch start makes a
 // resumed run draw exactly the masks the uninterrupted run would have drawn.
 uint64_t epoch_seed(int64_t seed, int64_t epoch, int rank) {
@@ -94,7 +98,7 @@ Trainer::Trainer(const TrainConfig& config, const Workload& workload, Communicat
       seed_(config.train.seed),
       activity_(activity),
       // A host-side collective every step would make a GPU's steps wait for the host.
-      schedule_(config_.checkpoint, comm_, device.is_cuda() ? 10 : 1),
+      schedule_(config_.checkpoint, comm_, device.is_cuda() ? kGpuStopCheckSteps : 1),
       saver_(config_.checkpoint, comm_, logger_) {
   data_ = workload_.load_data(config_);
   DTRAIN_CHECK(data_.train && data_.test, Error, "workload '" << workload_.name() << "' loaded no dataset");
@@ -149,7 +153,9 @@ void Trainer::restore() {
     Stopwatch watch;
     set_phase(Phase::kRestoring, 0);
     Checkpointer checkpointer(config_.checkpoint, comm_);
-    restored_ = checkpointer.restore(state_.modules(), workload_.name(), to_string(config_.train.optimizer), data_.labels);
+    Restored found = checkpointer.restore(state_.modules(), workload_.name(), to_string(config_.train.optimizer), data_.labels);
+    restored_ = std::move(found.checkpoint);
+    passed_over_ = std::move(found.passed_over);
     if (restored_) {
       first_epoch_ = restored_->epoch + 1;
       seed_ = restored_->seed;  // the shuffles and dropout masks must continue the original run's streams
@@ -157,10 +163,6 @@ void Trainer::restore() {
     } else {
       resume_note_ = "no checkpoint in " + config_.checkpoint.dir + "; starting at epoch 1";
     }
-  } else if (comm_.is_root()) {
-    // A run that starts afresh owns its checkpoint directory's copy in memory: one left by an earlier
-    // run of that directory must not be what a restart of this one resumes from.
-    remove_memory_checkpoints(config_.checkpoint);
   }
   plan_batch();
 }
@@ -191,7 +193,8 @@ std::string Trainer::save_checkpoint(const CheckpointMeta& meta) {
   return path;
 }
 
-std::string Trainer::save_mid_epoch(int64_t epoch, int64_t steps_done, const MetricSums& epoch_sums, int64_t samples_seen) {
+std::string Trainer::save_mid_epoch(int64_t epoch, int64_t steps_done, const MetricSums& epoch_sums, int64_t samples_seen,
+                                    CheckpointSnapshot* held) {
   set_phase(Phase::kCheckpointing, epoch, steps_done);
   const MetricSums counts = count_sums({{"train_samples", samples_seen}});
   const std::vector<MetricValues> reduced = reduce_all(comm_, {&epoch_sums, &counts});
@@ -200,14 +203,39 @@ std::string Trainer::save_mid_epoch(int64_t epoch, int64_t steps_done, const Met
   meta.epoch_steps = steps_done / config_.train.accumulate;
   meta.partial_train = reduced[0];
   meta.partial_samples = reduced_count(reduced[1], "train_samples");
-  const std::string path = save_checkpoint(meta);
+  std::string path;
+  if (held != nullptr) {
+    held->set_meta(meta);
+    path = saver_.take(std::move(*held));
+    schedule_.saved();
+  } else {
+    path = save_checkpoint(meta);
+  }
   schedule_.mark_progress(epoch, meta.epoch_samples);
   set_phase(Phase::kTraining, epoch, steps_done);
   return path;
 }
 
+void Trainer::stop_in_evaluation(const StepDecision& decision, int64_t epoch, const EpochStats& stats,
+                                 const MetricSums& train, CheckpointSnapshot held) {
+  // The epoch's training is complete; its state, held before the evaluation, is saved as a checkpoint at
+  // the end of that training, from which a resume evaluates the epoch and goes on.
+  const int64_t steps_done = stats.first_step - 1 + stats.steps;
+  StopRecord record;
+  record.epoch = epoch;
+  record.step = steps_done / config_.train.accumulate;
+  record.epoch_samples = std::min(data_.train->size(), steps_done * config_.train.batch_size * comm_.world_size());
+  record.in_evaluation = true;
+  if (config_.checkpoint.enabled) {
+    record.checkpoint = save_mid_epoch(epoch, steps_done, train, stats.train_samples, &held);
+    record.saved = true;
+  }
+  stop(decision, record);
+}
+
 void Trainer::stop(const StepDecision& decision, StopRecord record, const EpochRun* run, int64_t steps_done) {
   Stopwatch watch;
+  record.checkpoints = config_.checkpoint.enabled;
   record.signal = signal_name(decision.stop_signal);
   record.signal_number = decision.stop_signal;
   record.rank = decision.stop_rank;
@@ -250,6 +278,7 @@ TrainResult Trainer::run(RunInfo info) {
     eta_.emplace(plan);
   }
   start_run(info);
+  saver_.prepare(state_.modules());
   TrainResult result;
   if (restored_ && first_epoch_ > config_.train.epochs) result.summary.final_test = report_finished_run();
   // A signal that came during the start (loading data, reading the checkpoint) stops before training.
@@ -292,11 +321,10 @@ void Trainer::start_run(RunInfo& info) {
   for (RunObserver* o : observers_) o->run_started();
   if (!batch_note_.empty()) logger_.info(batch_note_);
   if (!resume_note_.empty()) logger_.info(resume_note_);
-  if (restored_) {
-    for (const std::string& damaged : restored_->damaged) {
-      logger_.warning("passed over a damaged checkpoint, " + damaged + "; resuming from the newest whole one, " +
-                      restored_->path);
-    }
+  for (const std::string& passed : passed_over_) {
+    logger_.warning("passed over a damaged checkpoint, " + passed +
+                    (restored_ ? "; resuming from the newest whole one, " + restored_->path
+                               : std::string("; none is left to resume, so the run starts at epoch 1")));
   }
   if (restored_) {
     const CheckpointSchedule::StartTimes start{process_start_unix_s(), info.joined_unix_s, restore_begin_unix_s_};
@@ -339,9 +367,15 @@ EpochStats Trainer::run_epoch(int64_t epoch) {
   stats.train_s = phase.elapsed_s();
   eta_->training_ended();
   for (RunObserver* o : observers_) o->training_ended(epoch);
+  // The state at the end of training, held before the evaluation (which does not change it): a stop
+  // during a long evaluation then saves it at once instead of losing the epoch's training.
+  CheckpointSnapshot held;
+  if (config_.checkpoint.enabled) held = saver_.hold(checkpoint_meta(epoch), state_.modules());
   phase.reset();
   set_phase(Phase::kEvaluating, epoch);
-  const MetricSums test = evaluate(epoch);
+  StepDecision stop_decision;
+  const MetricSums test = evaluate(epoch, &stop_decision);
+  if (stop_decision.stop_signal != 0) stop_in_evaluation(stop_decision, epoch, stats, train, std::move(held));
   const MetricSums counts = count_sums({{"train_samples", stats.train_samples}, {"bad_samples", bad_samples_}});
   const std::vector<MetricValues> reduced = reduce_all(comm_, {&train, &test, &counts});
   stats.eval_s = phase.elapsed_s();
@@ -378,9 +412,8 @@ EpochStats Trainer::run_epoch(int64_t epoch) {
   stats.test = reduced[1];
   stats.test_samples = eval_samples();
   // A resumed epoch's samples include those trained before its checkpoint; the rate is this run's.
-  const int64_t trained_before = stats.first_step > 1 && restored_ ? restored_->partial_samples : 0;
-  stats.samples_per_s =
-      stats.train_s > 0 ? static_cast<double>(stats.train_samples - trained_before) / stats.train_s : 0.0;
+  const int64_t trained_now = stats.train_samples - (resumed_inside(epoch) ? restored_->partial_samples : 0);
+  stats.samples_per_s = stats.train_s > 0 && trained_now > 0 ? static_cast<double>(trained_now) / stats.train_s : 0.0;
   for (RunObserver* o : observers_) o->epoch_ending(stats);
   if (sample_writer_ && sample_writer_->due(epoch, config_.train.epochs)) {
     logger_.samples_written(epoch, sample_writer_->write(logger_.run_dir(), epoch, state_));
@@ -389,7 +422,9 @@ EpochStats Trainer::run_epoch(int64_t epoch) {
     set_phase(Phase::kCheckpointing, epoch);
     CheckpointMeta meta = checkpoint_meta(epoch);
     meta.metrics = stats;
-    stats.checkpoint_path = save_checkpoint(meta);
+    held.set_meta(std::move(meta));
+    stats.checkpoint_path = saver_.take(std::move(held));
+    schedule_.saved();
   }
   stats.epoch_s = epoch_watch.elapsed_s();
   eta_->epoch_ended();
@@ -430,13 +465,21 @@ MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
   const Dataset& train = *data_.train;
   // An epoch resumed from a checkpoint inside it continues at the checkpoint's position in global samples
   // (at any world size); its first steps are the ones already taken.
-  const bool resumed = restored_ && epoch == first_epoch_ && restored_->epoch_samples > 0 &&
-                       restored_->epoch_samples < train.size();
-  const int64_t start_sample = resumed ? restored_->epoch_samples : 0;
+  const bool resumed = resumed_inside(epoch);
+  // A checkpoint at the end of the epoch's training (a stop cut its evaluation short): nothing is left
+  // to train, and the epoch goes on with its evaluation.
+  const bool trained = resumed && restored_->epoch_samples >= train.size();
+  const int64_t start_sample = resumed && !trained ? restored_->epoch_samples : 0;
   EpochRun run(epoch, step_->train_metrics(), at::TensorOptions(device_));
-  run.first_step = start_sample / (opt.batch_size * comm_.world_size());
   const DistributedSampler sampler(train.size(), comm_.rank(), comm_.world_size(), static_cast<uint64_t>(seed_));
-  std::vector<int64_t> order = sampler.indices(epoch, start_sample);
+  std::vector<int64_t> order;
+  if (trained) {
+    run.first_step = (sampler.samples_per_rank() + opt.batch_size - 1) / opt.batch_size;
+    if (opt.max_steps > 0) run.first_step = std::min(run.first_step, opt.max_steps);
+  } else {
+    run.first_step = start_sample / (opt.batch_size * comm_.world_size());
+    order = sampler.indices(epoch, start_sample);
+  }
   const int64_t samples = static_cast<int64_t>(order.size());
   run.steps = run.first_step + (samples + opt.batch_size - 1) / opt.batch_size;
   if (opt.max_steps > 0) run.steps = std::max(run.first_step, std::min(run.steps, opt.max_steps));
@@ -584,7 +627,7 @@ int64_t Trainer::eval_samples() const {
   return limit > 0 ? std::min(limit, data_.test->size()) : data_.test->size();
 }
 
-MetricSums Trainer::evaluate(int64_t epoch) {
+MetricSums Trainer::evaluate(int64_t epoch, StepDecision* stop) {
   // The first eval_samples() of the test set, whatever the world size: the figures do not depend on it.
   const int64_t total = eval_samples();
   const Range shard = eval_shard(total, comm_.rank(), comm_.world_size());
@@ -598,7 +641,13 @@ MetricSums Trainer::evaluate(int64_t epoch) {
   // Progress counts rank 0's share of its shard, scaled to the whole: the shards are equal to a sample.
   const int64_t shard_size = shard.end - shard.begin;
   logger_.begin_progress("evaluation " + std::to_string(epoch) + "/" + std::to_string(config_.train.epochs), 0, total);
+  // With `stop`, the ranks agree on stop signals between batches, as between training steps, after the
+  // batches every rank has (the shards differ by at most one sample, so the batch counts by at most one).
+  const int64_t batch_size = config_.train.eval_batch_size;
+  const int64_t common_batches = (total / comm_.world_size() + batch_size - 1) / batch_size;
+  const int64_t agree_every = device_.is_cuda() ? kGpuStopCheckSteps : 1;
   int64_t evaluated = 0;
+  int64_t batches = 0;
   Batch batch;
   while (stream->next(batch)) {
     if (!batch.bad_samples.empty()) note_bad_samples(batch, epoch, 0);
@@ -606,6 +655,10 @@ MetricSums Trainer::evaluate(int64_t epoch) {
     step_->evaluate(batch, state_, sums);
     evaluated += batch.size + static_cast<int64_t>(batch.bad_samples.size());  // those left out were read too
     if (shard_size > 0) logger_.progress(total * evaluated / shard_size, eta_ ? eta_->left_s() : std::nullopt);
+    if (stop != nullptr && ++batches < common_batches && batches % agree_every == 0) {
+      *stop = schedule_.agree_stop();
+      if (stop->stop_signal != 0) break;
+    }
   }
   logger_.end_progress();
   return sums;

@@ -114,16 +114,29 @@ class Trainer final {
   std::string save_checkpoint(const CheckpointMeta& meta);
   // Collective: a checkpoint of epoch `epoch` after `steps_done` of its micro-steps (whole optimizer
   // steps), with the epoch's training metrics so far. Returns its path ("" on ranks > 0).
-  std::string save_mid_epoch(int64_t epoch, int64_t steps_done, const MetricSums& epoch_sums, int64_t samples_seen);
+  // `held`: the snapshot of that point, taken before (CheckpointSaver::hold), to be written instead of a
+  // new one.
+  std::string save_mid_epoch(int64_t epoch, int64_t steps_done, const MetricSums& epoch_sums, int64_t samples_seen,
+                             CheckpointSnapshot* held = nullptr);
+  // Collective: a stop agreed during epoch `epoch`'s evaluation saves `held` (the end of its training,
+  // whose metrics `train` and `stats` hold) as a checkpoint inside the epoch, then stops as stop() does.
+  [[noreturn]] void stop_in_evaluation(const StepDecision& decision, int64_t epoch, const EpochStats& stats,
+                                       const MetricSums& train, CheckpointSnapshot held);
   // Whether a module normalises with running statistics in evaluation (BatchNorm's running_var buffers).
   bool has_running_statistics() const;
+  // Whether epoch `epoch` continues from a restored checkpoint inside it.
+  bool resumed_inside(int64_t epoch) const {
+    return restored_ && epoch == first_epoch_ && restored_->epoch_samples > 0;
+  }
   // Collective: ends the run for `decision`'s stop signal at the step boundary every rank is at. Inside an
   // epoch (`run` given, after `steps_done` micro-steps) it first saves a checkpoint there; elsewhere
   // `where` says the position and the checkpoint already written for it (an epoch end's), if any. Waits
   // until rank 0's checkpoint is on disk, records the stop, and throws StoppedBySignal.
   [[noreturn]] void stop(const StepDecision& decision, StopRecord where, const EpochRun* run = nullptr,
                          int64_t steps_done = 0);
-  MetricSums evaluate(int64_t epoch);  // with the live progress of "evaluation <epoch>/<epochs>"
+  // With the live progress of "evaluation <epoch>/<epochs>". Collective; with `stop`, the ranks agree on
+  // stop signals between batches, and a stop ends the evaluation early with `*stop` saying so.
+  MetricSums evaluate(int64_t epoch, StepDecision* stop = nullptr);
   int64_t eval_samples() const;  // test samples evaluated after each epoch (train.eval_samples)
   // Image batches in NHWC order with train.channels_last; other inputs as they are.
   at::Tensor model_layout(const at::Tensor& inputs) const;
@@ -154,6 +167,7 @@ class Trainer final {
   int64_t first_epoch_ = 1;
   std::string resume_note_;
   std::optional<CheckpointMeta> restored_;
+  std::vector<std::string> passed_over_;  // checkpoints restore() passed over (Restored::passed_over)
   bool planned_ = false;
   double restore_s_ = 0.0;  // how long restore() took to read and load the checkpoint
   double restore_begin_unix_s_ = 0.0;

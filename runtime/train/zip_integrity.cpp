@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -44,6 +45,27 @@ uint32_t crc_of(std::string_view data) {
     crc = crc32(crc, reinterpret_cast<const Bytef*>(data.data() + at), static_cast<uInt>(n));
   }
   return static_cast<uint32_t>(crc);
+}
+
+// Deflated records are inflated for their CRC-32 up to this size: LibTorch deflates only small code
+// records (a few KiB); a larger one is left to the archive check, which refuses it.
+constexpr uint64_t kMaxInflatedForCrc = uint64_t{64} << 20;
+
+std::optional<std::string> inflate_record(std::string_view packed, uint64_t unpacked_size) {
+  std::string out(unpacked_size, '\0');
+  z_stream z{};
+  if (inflateInit2(&z, -MAX_WBITS) != Z_OK) return std::nullopt;  // raw deflate, as zip stores it
+  // zlib counts in uInt: a record larger than 4 GiB is never inflated (kMaxInflatedForCrc and the
+  // callers' limits are far below).
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(packed.data()));
+  z.avail_in = static_cast<uInt>(std::min<uint64_t>(packed.size(), UINT32_MAX));
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(unpacked_size);
+  const int status = inflate(&z, Z_FINISH);
+  const bool whole = status == Z_STREAM_END && z.total_out == unpacked_size;
+  inflateEnd(&z);
+  if (!whole) return std::nullopt;
+  return out;
 }
 
 std::string check_zip(std::string_view bytes, bool check_crcs, std::vector<ZipRecord>* records) {
@@ -115,9 +137,23 @@ std::string check_zip(std::string_view bytes, bool check_crcs, std::vector<ZipRe
     if (data > bytes.size() || packed > bytes.size() - data) {
       return "record '" + name + "' (" + std::to_string(packed) + " bytes) runs past the end of the file (truncated?)";
     }
-    if (records) records->push_back({name, packed});
-    if (*method == 0 && check_crcs) {
-      const uint32_t computed = crc_of(bytes.substr(data, packed));
+    uint64_t unpacked = unpacked32;
+    if (*method == 0) {
+      unpacked = packed;
+    } else if (*method != 8) {
+      return "record '" + name + "' is stored with compression method " + std::to_string(*method) +
+             ", which LibTorch does not read (only stored and deflated records)";
+    } else if (unpacked32 == 0xffffffff) {
+      return "record '" + name + "' is deflated to more than 4 GiB, which LibTorch never writes";
+    }
+    if (records) records->push_back({name, packed, data, unpacked, static_cast<uint32_t>(*crc), *method == 8});
+    if (check_crcs && (*method == 0 || unpacked <= kMaxInflatedForCrc)) {
+      std::optional<std::string> inflated;
+      if (*method == 8) {
+        inflated = inflate_record(bytes.substr(data, packed), unpacked);
+        if (!inflated) return "record '" + name + "' does not inflate to its " + std::to_string(unpacked) + " bytes";
+      }
+      const uint32_t computed = crc_of(inflated ? std::string_view(*inflated) : bytes.substr(data, packed));
       if (computed != *crc) {
         return "record '" + name + "' fails its CRC-32 check (stored " + hex(static_cast<uint32_t>(*crc)) + ", computed " +
                hex(computed) + ")";
@@ -136,6 +172,15 @@ std::vector<ZipRecord> zip_records(std::string_view bytes) {
   std::vector<ZipRecord> records;
   if (!check_zip(bytes, false, &records).empty()) records.clear();
   return records;
+}
+
+std::optional<std::string> zip_contents(std::string_view bytes, const ZipRecord& record, uint64_t max_bytes) {
+  if (record.unpacked_size > max_bytes || record.offset > bytes.size() || record.size > bytes.size() - record.offset) {
+    return std::nullopt;
+  }
+  const std::string_view packed = bytes.substr(record.offset, record.size);
+  if (!record.deflated) return std::string(packed);
+  return inflate_record(packed, record.unpacked_size);
 }
 
 }  // namespace dtrain

@@ -1,9 +1,11 @@
 // Whether a checkpoint file is whole, before LibTorch reads it. A checkpoint is a zip archive (LibTorch's
-// PyTorchStreamWriter: every record stored uncompressed, with its CRC-32 in the central directory), and
+// PyTorchStreamWriter: tensors stored as they are, a few small code records deflated, every record's
+// CRC-32 in the central directory), and
 // LibTorch 1.13's reader checks neither the CRCs nor that a record lies inside the file: a bit flipped in
 // a tensor loads silently, and a truncated file fails with messages about missing fields. This reads
 // the zip structure itself (end of central directory, ZIP64 included; every entry's local header and
-// data inside the file) and recomputes each stored record's CRC-32 with zlib, at memory speed.
+// data inside the file) and recomputes each record's CRC-32 with zlib, at memory speed (the few small
+// records LibTorch deflates are inflated for it).
 //
 // Written here rather than taken from a zip library: the format's integrity part is about a hundred
 // lines, LibTorch's own zip reader (miniz) is not exported, and libzip would add a dependency to every
@@ -11,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,13 +25,22 @@ namespace dtrain {
 // or "record 'archive/data/12' fails its CRC-32 check (stored 8c1f0e2a, computed 0b9d77c1)".
 std::string zip_damage(std::string_view bytes);
 
-// A record of the archive: its name and stored size.
+// A record of the archive, as its central directory describes it.
 struct ZipRecord {
   std::string name;
-  uint64_t size = 0;
+  uint64_t size = 0;           // bytes it takes in the file
+  uint64_t offset = 0;         // where they begin
+  uint64_t unpacked_size = 0;  // bytes of its content (size, unless deflated)
+  uint32_t crc = 0;            // CRC-32 of its content
+  bool deflated = false;       // stored with deflate (LibTorch compresses some small records); else as is
 };
 // The records of an archive whose structure is whole, in the central directory's order; empty when
 // it is not. CRCs are not checked (zip_damage does that): for an archive zip_damage has passed.
 std::vector<ZipRecord> zip_records(std::string_view bytes);
+
+// The content of `record` of `bytes` (an archive zip_records listed it from): its bytes as stored, or
+// inflated. nullopt when its content is larger than `max_bytes`, or does not inflate to exactly
+// record.unpacked_size bytes.
+std::optional<std::string> zip_contents(std::string_view bytes, const ZipRecord& record, uint64_t max_bytes);
 
 }  // namespace dtrain

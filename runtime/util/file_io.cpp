@@ -51,18 +51,20 @@ constexpr int kClaimed = 1;
 constexpr int kReady = 2;
 struct TempSlot {
   std::atomic<int> state{kFree};
+  int dir_fd = AT_FDCWD;  // `path` is relative to it (a private directory's descriptor), or a path
   char path[PATH_MAX];
 };
 std::array<TempSlot, 8> temp_slots;
 
-// Registers `temp` for the lifetime of the object.
+// Registers `temp` (in directory `dir_fd`) for the lifetime of the object.
 class TempRegistration final {
  public:
-  explicit TempRegistration(const std::string& temp) {
+  explicit TempRegistration(const std::string& temp, int dir_fd = AT_FDCWD) {
     if (temp.size() >= PATH_MAX) return;
     for (TempSlot& slot : temp_slots) {
       int expected = kFree;
       if (!slot.state.compare_exchange_strong(expected, kClaimed)) continue;
+      slot.dir_fd = dir_fd;
       std::memcpy(slot.path, temp.c_str(), temp.size() + 1);
       slot.state.store(kReady);
       slot_ = &slot;
@@ -83,30 +85,36 @@ class TempRegistration final {
 
 void unlink_files_being_written() noexcept {
   for (TempSlot& slot : temp_slots) {
-    if (slot.state.load() == kReady) ::unlink(slot.path);
+    if (slot.state.load() == kReady) ::unlinkat(slot.dir_fd, slot.path, 0);
   }
 }
 
 std::string errno_text(int code) { return std::strerror(code); }
 
-std::string read_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw_io("open", path, errno);
+std::string read_fd(int fd, const std::string& shown) {
   std::string bytes;
   char buffer[1 << 16];
   for (;;) {
     const ssize_t n = ::read(fd, buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int code = errno;
-      ::close(fd);
-      throw_io("read", path, code);
-    }
+    if (n < 0) throw_io("read", shown, errno);
     if (n == 0) break;
     bytes.append(buffer, static_cast<size_t>(n));
   }
-  ::close(fd);
   return bytes;
+}
+
+std::string read_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw_io("open", path, errno);
+  try {
+    std::string bytes = read_fd(fd, path);
+    ::close(fd);
+    return bytes;
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
 }
 
 void write_file_atomically(const std::string& path, const std::string& bytes, Durability durability) {
@@ -136,6 +144,37 @@ void write_file_atomically(const std::string& path, const std::string& bytes, Du
     throw IoError("cannot rename '" + temp + "' to '" + path + "': " + errno_text(code));
   }
   if (sync) sync_directory(fs::path(path).parent_path().empty() ? "." : fs::path(path).parent_path().string());
+}
+
+void write_private_file_at(int dir_fd, const std::string& name, const std::string& bytes, const std::string& shown) {
+  const std::string temp = name + ".tmp";
+  const std::string shown_temp = shown + ".tmp";
+  const TempRegistration registration(temp, dir_fd);
+  constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  int fd = ::openat(dir_fd, temp.c_str(), kFlags, 0600);
+  if (fd < 0 && errno == EEXIST) {
+    // A write killed before its rename: the directory is this process's own, so the file is too.
+    ::unlinkat(dir_fd, temp.c_str(), 0);
+    fd = ::openat(dir_fd, temp.c_str(), kFlags, 0600);
+  }
+  if (fd < 0) throw_io("create", shown_temp, errno);
+  try {
+    write_all(fd, bytes, shown_temp);
+  } catch (...) {
+    ::close(fd);
+    ::unlinkat(dir_fd, temp.c_str(), 0);
+    throw;
+  }
+  if (::close(fd) != 0) {
+    const int code = errno;
+    ::unlinkat(dir_fd, temp.c_str(), 0);
+    throw_io("write", shown_temp, code);
+  }
+  if (::renameat(dir_fd, temp.c_str(), dir_fd, name.c_str()) != 0) {
+    const int code = errno;
+    ::unlinkat(dir_fd, temp.c_str(), 0);
+    throw IoError("cannot rename '" + shown_temp + "' to '" + shown + "': " + errno_text(code));
+  }
 }
 
 AppendFile::AppendFile(std::string path) : path_(std::move(path)) {

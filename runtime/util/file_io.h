@@ -12,6 +12,8 @@ std::string errno_text(int code);
 
 // The whole content of `path`. Throws IoError naming the path and the reason.
 std::string read_file(const std::string& path);
+// The rest of the file open as `fd` (which stays open); `shown` is the path messages name.
+std::string read_fd(int fd, const std::string& shown);
 
 // kSynced: on disk when the call returns (fsync of the file and its directory), for what a run must not
 // lose; kReplaced: only atomically replaced, for small notes rewritten often, which a power loss may take
@@ -24,6 +26,13 @@ enum class Durability { kSynced, kReplaced };
 // device").
 void write_file_atomically(const std::string& path, const std::string& bytes,
                            Durability durability = Durability::kSynced);
+
+// Writes `bytes` to `name` in the directory open as `dir_fd` through `<name>.tmp`, created exclusively
+// with mode 0600 and without following a link (a `.tmp` already there, left by a killed write, is removed
+// first), then renamed; no fsync (for memory-backed directories). The directory must be one that no
+// other user can write: this process's own. `shown` is the path messages name. Throws IoError as
+// write_file_atomically does, leaving no `.tmp`.
+void write_private_file_at(int dir_fd, const std::string& name, const std::string& bytes, const std::string& shown);
 
 // Async-signal-safe: removes the temporary files of the write_file_atomically() calls in progress, so
 // that a process ending at once (a second stop signal, the stop timeout) leaves no partial `.tmp` beside

@@ -1,13 +1,17 @@
 #include "runtime/util/stop_signals.h"
 
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <mutex>
+#include <thread>
 
 #include "runtime/util/file_io.h"
 
@@ -17,12 +21,23 @@ namespace {
 // Further signals this soon after the first are copies of it (a launcher relaying what its workers
 // were also sent), not a second request.
 constexpr int64_t kRepeatWindow_ns = 2'000'000'000;
+// How long the last words may take before the process exits without them.
+constexpr unsigned kLastWords_s = 3;
 
 std::atomic<int> first_signal{0};
 std::atomic<int64_t> first_signal_ns{0};
-std::atomic<unsigned> timeout_whole_s{25};
-static_assert(std::atomic<int>::is_always_lock_free && std::atomic<int64_t>::is_always_lock_free,
+std::atomic<bool> second_signal{false};
+std::atomic<int64_t> timeout_ns{25'000'000'000};
+std::atomic<bool> at_step_boundaries{false};
+static_assert(std::atomic<int>::is_always_lock_free && std::atomic<int64_t>::is_always_lock_free &&
+                  std::atomic<bool>::is_always_lock_free,
               "the signal handlers need lock-free atomics");
+
+// The handlers wake the watchdog with sem_post, which is async-signal-safe.
+sem_t wakeup;
+pid_t watchdog_owner = 0;  // the process whose watchdog runs (a forked child needs its own)
+std::mutex last_words_mutex;
+StopLastWords last_words;
 
 int64_t monotonic_ns() noexcept {
   timespec now{};
@@ -35,12 +50,72 @@ void say(const char* text) noexcept {
   (void)ignored;
 }
 
-[[noreturn]] void exit_at_once(const char* why) noexcept {
-  say("dtrain: ");
-  say(why);
-  say(": exiting at once; the newest complete checkpoint is kept\n");
+// The async-signal-safe exit: for last words that did not finish in time.
+[[noreturn]] void exit_now() noexcept {
   unlink_files_being_written();
   ::_exit(128 + first_signal.load());
+}
+
+void on_last_words_timeout(int) {
+  say("dtrain: the run log's record of the stop took too long; exiting without it\n");
+  exit_now();
+}
+
+[[noreturn]] void exit_at_once(const std::string& why) {
+  const int signal = first_signal.load();
+  std::string where;
+  {
+    // Bounded: SIGALRM ends the process if the last words hang (a console or disk that blocks).
+    struct sigaction action {};
+    action.sa_handler = on_last_words_timeout;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGALRM, &action, nullptr);
+    ::alarm(kLastWords_s);
+    std::lock_guard<std::mutex> lock(last_words_mutex);
+    if (last_words) {
+      try {
+        where = last_words(signal, why);
+      } catch (...) {
+      }
+    }
+  }
+  const std::string line = "dtrain: " + why + (where.empty() ? "" : " (" + where + ")") + ": exiting at once" +
+                           (at_step_boundaries.load() ? "; the newest complete checkpoint is kept\n" : "\n");
+  say(line.c_str());
+  exit_now();
+}
+
+void watch() {
+  // The stop signals are handled by the other threads.
+  sigset_t all;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  while (::sem_wait(&wakeup) != 0) {
+  }
+  for (;;) {
+    const int signal = first_signal.load();
+    if (!at_step_boundaries.load()) {
+      exit_at_once("stopped by " + signal_name(signal) +
+                   " before the run started (joining the other ranks or reading the configuration): nothing was "
+                   "trained yet, so there is nothing to save");
+    }
+    if (second_signal.load()) exit_at_once("a second stop signal");
+    if (monotonic_ns() - first_signal_ns.load() >= timeout_ns.load()) {
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%g", static_cast<double>(timeout_ns.load()) * 1e-9);
+      exit_at_once("the stop after " + signal_name(signal) + " did not finish within checkpoint.stop_timeout_s (" +
+                   seconds + " s)");
+    }
+    // Woken early by a second signal; else the deadline is checked every 50 ms.
+    timespec until{};
+    ::clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 50'000'000;
+    if (until.tv_nsec >= 1'000'000'000) {
+      until.tv_nsec -= 1'000'000'000;
+      until.tv_sec += 1;
+    }
+    ::sem_timedwait(&wakeup, &until);
+  }
 }
 
 void on_stop_signal(int signal) {
@@ -48,16 +123,12 @@ void on_stop_signal(int signal) {
   int none = 0;
   if (first_signal.compare_exchange_strong(none, signal)) {
     first_signal_ns.store(monotonic_ns());
-    ::alarm(timeout_whole_s.load());
+    ::sem_post(&wakeup);
   } else if (monotonic_ns() - first_signal_ns.load() >= kRepeatWindow_ns) {
-    exit_at_once("a second stop signal");
+    second_signal.store(true);
+    ::sem_post(&wakeup);
   }
   errno = saved_errno;
-}
-
-void on_stop_timeout(int) {
-  if (first_signal.load() == 0) return;  // an alarm of someone else's: dtrain sets none before a stop
-  exit_at_once("the step and the checkpoint after the stop signal did not finish within checkpoint.stop_timeout_s");
 }
 
 void handle(int signal, void (*handler)(int)) {
@@ -71,11 +142,16 @@ void handle(int signal, void (*handler)(int)) {
 }  // namespace
 
 void install_stop_signals(const StopSignalOptions& options) {
-  timeout_whole_s.store(static_cast<unsigned>(std::max(1.0, std::ceil(options.timeout_s))));
-  handle(SIGALRM, on_stop_timeout);
+  timeout_ns.store(static_cast<int64_t>(std::max(1.0, options.timeout_s) * 1e9));
+  at_step_boundaries.store(options.at_step_boundaries);
+  if (watchdog_owner != ::getpid()) {
+    // The first call in this process (a fork does not copy the parent's threads).
+    watchdog_owner = ::getpid();
+    ::sem_init(&wakeup, 0, first_signal.load() != 0 ? 1 : 0);
+    std::thread(watch).detach();
+  }
   sigset_t handled;
   sigemptyset(&handled);
-  sigaddset(&handled, SIGALRM);
   for (const int signal : {SIGTERM, SIGINT, SIGHUP, SIGUSR2}) {
     handle(signal, on_stop_signal);
     sigaddset(&handled, signal);
@@ -85,6 +161,11 @@ void install_stop_signals(const StopSignalOptions& options) {
   // A signal mask is inherited across exec: a launcher or container runtime that blocks one of these
   // would keep the stop from ever arriving. Threads started later (MPI's, LibTorch's) inherit this one.
   ::pthread_sigmask(SIG_UNBLOCK, &handled, nullptr);
+}
+
+void set_stop_last_words(StopLastWords words) {
+  std::lock_guard<std::mutex> lock(last_words_mutex);
+  last_words = std::move(words);
 }
 
 int stop_signal() noexcept { return first_signal.load(); }

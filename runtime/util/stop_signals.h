@@ -4,14 +4,17 @@
 // a time limit. The handlers here only note the first signal; the trainer asks at its step boundaries,
 // the ranks agree there, save a checkpoint and exit 128+signal (docs/failures.md has the whole path).
 //
-// Two things cannot wait for a step boundary, and the handler does them itself: a second signal (someone
-// means it: exit at once) and the stop timeout (the save would not finish before the SIGKILL). Both end
-// the process with _exit(128 + the first signal) after removing the temporary files of writes in
-// progress, so the newest whole checkpoint stays the newest and no partial `.tmp` is left. Copies of the
-// first signal that arrive within a second of it are not a second signal: torchrun and srun relay to
-// their workers what the job system also sends to every process of the job.
+// Three things cannot wait for a step boundary, and a watchdog thread of this file does them: a signal
+// before the run is set up (nothing is trained yet, so nothing is to be saved: a rank still joining the
+// others stops at once), a second signal (someone means it) and the stop timeout (the save would not
+// finish before the SIGKILL). Each ends the process with _exit(128 + the first signal) after the last
+// words the caller registered (the run log's `stopped` record) and after removing the temporary files of
+// writes in progress, so the newest whole checkpoint stays the newest and no partial `.tmp` is left.
+// Copies of the first signal that arrive within two seconds of it are not a second signal: torchrun and
+// srun relay to their workers what the job system also sends to every process of the job.
 #pragma once
 
+#include <functional>
 #include <string>
 
 namespace dtrain {
@@ -19,12 +22,22 @@ namespace dtrain {
 struct StopSignalOptions {
   bool usr1 = false;         // SIGUSR1 stops too (checkpoint.on_usr1)
   double timeout_s = 25.0;   // from the first signal to an exit at once (checkpoint.stop_timeout_s)
+  // false: a stop signal ends the process at once (before the run is set up: nothing to save); true:
+  // the trainer stops at its next step boundary, and the process exits at once only after timeout_s.
+  bool at_step_boundaries = false;
 };
 
 // Installs the handlers for SIGTERM, SIGINT, SIGHUP and SIGUSR2 (the signal a launcher that cannot relay
-// SIGTERM, Open MPI's mpirun, relays at once), and SIGUSR1 when options.usr1. Called again, it applies
-// the new options; a stop already requested keeps its signal and its deadline.
+// SIGTERM, Open MPI's mpirun, relays at once), and SIGUSR1 when options.usr1, and starts the watchdog.
+// Called again, it applies the new options; a stop already requested keeps its signal and its deadline.
 void install_stop_signals(const StopSignalOptions& options);
+
+// What the process does last when a stop cannot wait (before the run, a second signal, the timeout):
+// called on the watchdog's thread, not in a signal handler, with the signal and why the process exits
+// at once; it records the stop where it can and returns where the run was ("" when unknown), for the
+// message. It must not wait long: after 3 s the process exits without it.
+using StopLastWords = std::function<std::string(int signal, const std::string& why)>;
+void set_stop_last_words(StopLastWords last_words);
 
 // The first stop signal this process received, 0 if none. Async-signal-safe.
 int stop_signal() noexcept;

@@ -9,6 +9,7 @@ Usage: bad_inputs.py DTRAIN MPIEXEC [MPIEXEC_FLAGS]
 """
 import concurrent.futures
 import gzip
+import io
 import os
 import shutil
 import struct
@@ -62,8 +63,8 @@ def cases(root, checkpoint):
     """(name, dtrain arguments, exit status, message piece, ranks)."""
     c = []
 
-    def add(name, args, status, message, ranks=1):
-        c.append((name, args, status, message, ranks))
+    def add(name, args, status, message, ranks=1, env=None):
+        c.append((name, args, status, message, ranks, env or {}))
 
     # --- flags: every kind of value, wrong -------------------------------------------------------
     for flag, key in [("epochs", "train.epochs"), ("batch-size", "train.batch_size"),
@@ -100,6 +101,12 @@ def cases(root, checkpoint):
         add(f"--comm-timeout-s {value} (no collective could keep to it)", ["--comm-timeout-s", value], CONFIG,
             f"--comm-timeout-s (comm.timeout_s) must be a number >= 1 and <= 1000000, got '{value}'")
     add("--comm-timeout-s beyond any run", ["--comm-timeout-s", "1e7"], CONFIG, "<= 1000000, got '1e7'")
+    # --- the launcher's thread count: bounded as --threads is, garbage said ----------------------------
+    for value in ["999999", "5000"]:
+        add(f"OMP_NUM_THREADS={value}", FAST, CONFIG, f"OMP_NUM_THREADS={value} asks for more intra-op threads per "
+            "rank than dtrain takes (1 to 1024)", ranks=2, env={"OMP_NUM_THREADS": value})
+    add("OMP_NUM_THREADS garbage", FAST, 0, "dtrain: warning: ignoring OMP_NUM_THREADS='many', which is not a positive "
+        "number of threads", env={"OMP_NUM_THREADS": "many"})
     for flag, choices in [("optimizer", "adadelta|sgd|adam|adamw"), ("precision", "fp32|bf16|fp16"), ("backend", "auto|mpi|nccl|gloo"),
                           ("device", "auto|cpu|cuda"), ("compress", "none|bf16"), ("log-format", "katib|pytorch"),
                           ("on-nonfinite", "stop|skip-step"), ("progress", "auto|bar|lines|off")]:
@@ -307,10 +314,28 @@ def cases(root, checkpoint):
             struct.pack_into("<III", cut, at + 16, crc, short_size, short_size)
             break
         at = cut.find(b"PK\x01\x02", at + 4)
+    key = largest.filename.rsplit("/", 1)[1]
     ckpt("a record cut short, its CRC recomputed", {"checkpoint-epoch-000001.pt": bytes(cut)},
-         f"its record '{largest.filename}' holds {short_size} (a damaged or crafted file)")
+         f"elements of 4 bytes, but its record data/{key} holds {short_size} bytes")
     ckpt("zip without a model", {"checkpoint-epoch-000001.pt": open(shutil.make_archive(
-        os.path.join(root, "some"), "zip", os.path.join(root, "yaml")), "rb").read()}, "is corrupt or not a dtrain checkpoint")
+        os.path.join(root, "some"), "zip", os.path.join(root, "yaml")), "rb").read()}, "is not inside an archive folder")
+    # Crafted, CRCs valid: one character of the TorchScript code changed (LibTorch 1.13's parser crashed on
+    # some such edits), and a file whose name says another position than the one it records.
+    crafted = io.BytesIO()
+    with zipfile.ZipFile(checkpoint) as archive, zipfile.ZipFile(crafted, "w", zipfile.ZIP_STORED) as out:
+        for info in archive.infolist():
+            data = archive.read(info.filename)
+            if info.filename.endswith("code/__torch__.py"):
+                data = data.replace(b"epoch : Tensor", b"epoch : Tensos", 1)
+            out.writestr(info.filename, data)
+    ckpt("TorchScript code changed, CRCs recomputed", {"checkpoint-epoch-000001.pt": crafted.getvalue()},
+         damaged + "record 'archive/code/__torch__.py' line ")
+    ckpt("crafted newer file beside a whole one: the whole one resumes", {
+        "checkpoint-epoch-000001.pt": checkpoint, "checkpoint-epoch-000002.pt": crafted.getvalue()},
+         "passed over a damaged checkpoint, DIR/checkpoint-epoch-000002.pt: record 'archive/code/__torch__.py' line ",
+         ["--epochs", "2"], status=0)
+    ckpt("named for another position than it records", {"checkpoint-epoch-000099.pt": checkpoint},
+         damaged.replace("000001", "000099") + "its name says epoch 99 (its end) but it records epoch 1 (its end)")
     ckpt("other optimizer", good, "holds sgd optimizer state, this run uses adadelta", ["--optimizer", "adadelta"])
     ckpt("epoch number overflows", {"checkpoint-epoch-99999999999999999999.pt": "x"},
          "has an epoch number too large for any run")
@@ -329,12 +354,13 @@ def cases(root, checkpoint):
 
 
 def run_case(case, dtrain, mpiexec, mpi_flags, workdir):
-    name, args, status, message, ranks = case
+    name, args, status, message, ranks, env = case
     command = [dtrain] + CPU + args
     if ranks > 1:
         command = [mpiexec, "-np", str(ranks)] + mpi_flags + command
     try:
-        done = subprocess.run(command, cwd=workdir, capture_output=True, text=True, errors="replace", timeout=60)
+        done = subprocess.run(command, cwd=workdir, capture_output=True, text=True, errors="replace", timeout=60,
+                              env={**os.environ, **env})
     except subprocess.TimeoutExpired:
         return f"{name}: no exit within 60 s (hang)"
     output = done.stdout + done.stderr
@@ -344,8 +370,9 @@ def run_case(case, dtrain, mpiexec, mpi_flags, workdir):
         problems.append(f"exit {done.returncode}, expected {status}")
     if message not in output:
         problems.append(f"no {message!r} in the output")
-    if len(errors) != 1:
-        problems.append(f"{len(errors)} 'dtrain: error:' lines, expected 1")
+    expected_errors = 0 if status == 0 else 1  # a bad input dtrain gets past (exit 0) warns, and trains on
+    if len(errors) != expected_errors:
+        problems.append(f"{len(errors)} 'dtrain: error:' lines, expected {expected_errors}")
     for word in FORBIDDEN:
         if word in output:
             problems.append(f"the output contains {word!r}")

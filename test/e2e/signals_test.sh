@@ -12,6 +12,11 @@
 #   (g) SIGTERM to the image's entrypoint running torchrun as a pod's PID 1 would: relayed to the agent
 #   (h) on a GPU (where there is one): the ranks agree every 10 steps; the stop comes at such a step,
 #       --resume continues after it
+#   (i) SIGTERM during an evaluation longer than --stop-timeout-s: the end of the epoch's training is saved
+#       (held before the evaluation), --resume evaluates it and goes on, ending as an uninterrupted run does
+#   (j) SIGTERM while the ranks are still joining (a torchrun-style start whose peer never comes): nothing
+#       to save, so the process exits at once, not after the stop timeout
+#   (k) a console that goes away (`dtrain | head -1`): exit 5 with the error and its record, not SIGPIPE
 # Usage: signals_test.sh DTRAIN MPIEXEC [MPIEXEC_FLAGS]
 set -uo pipefail
 mpiexec=$2
@@ -65,6 +70,18 @@ for path in glob.glob(sys.argv[1] + "/*/events.jsonl"):
         r = json.loads(line)
         if r["event"] == "stopped":
             print(r["signal"], r["rank"], r["epoch"], r["step"], str(r["saved"]).lower(), r["checkpoint"])
+PY
+}
+
+# The `at_once` reason of the `stopped` record of a stop that could not wait, if any.
+stopped_at_once() {
+  /usr/bin/python3 - "$1" <<'PY'
+import glob, json, sys
+for path in glob.glob(sys.argv[1] + "/*/events.jsonl"):
+    for line in open(path):
+        r = json.loads(line)
+        if r["event"] == "stopped" and "at_once" in r:
+            print(r["at_once"])
 PY
 }
 no_tmp() { ! find "$1" -name '*.tmp' | grep -q .; }
@@ -158,12 +175,17 @@ kill -CONT "$rank1" 2>/dev/null
 wait "$job"
 rc=$?
 leftovers
+# The run log still ends with the stop: a `stopped` record of a stop that could not wait, naming the
+# newest complete checkpoint.
+record_d=$(stopped_record logs-d)
 if ! kill -0 "$rank0" 2>/dev/null && awk -v t="$took" 'BEGIN { exit !(t < 5) }' &&
-   grep -q "did not finish within checkpoint.stop_timeout_s: exiting at once; the newest complete checkpoint is kept" d.out &&
-   [ -f logs-d/*/checkpoints/checkpoint-epoch-000001.pt ] && no_tmp logs-d && [ -z "$(stopped_record logs-d)" ]; then
-  pass "a stop that cannot finish (rank 1 frozen) ends rank 0 after --stop-timeout-s 2 (${took} s); epoch 1's checkpoint kept"
+   grep -q "did not finish within checkpoint.stop_timeout_s (2 s) (the run was training, epoch 2, step .*): exiting at once; the newest complete checkpoint is kept" d.out &&
+   [ -f logs-d/*/checkpoints/checkpoint-epoch-000001.pt ] && no_tmp logs-d &&
+   [[ "$record_d" == "SIGTERM 0 2 "*" false "*"/checkpoint-epoch-000001.pt" ]] &&
+   [[ "$(stopped_at_once logs-d)" == "the stop after SIGTERM did not finish within checkpoint.stop_timeout_s (2 s) (the run was training, epoch 2, step "* ]]; then
+  pass "a stop that cannot finish (rank 1 frozen) ends rank 0 after --stop-timeout-s 2 (${took} s); epoch 1's checkpoint kept, the stop recorded"
 else
-  fail "stop timeout (rank 0 took ${took} s)"; cat d.out
+  fail "stop timeout (rank 0 took ${took} s; record '$record_d')"; cat d.out
 fi
 
 # --- (e) a second signal --------------------------------------------------------------------------------
@@ -186,7 +208,8 @@ wait "$job"
 rc=$?
 leftovers
 if [ "$alive_after_copy" = yes ] && [ "$alive_after_second" = no ] &&
-   grep -q "a second stop signal: exiting at once" e.out && no_tmp logs-e; then
+   grep -q "a second stop signal (the run was .*): exiting at once" e.out && no_tmp logs-e &&
+   [[ "$(stopped_at_once logs-e)" == "a second stop signal (the run was "* ]]; then
   pass "a copy of the signal within 2 s is ignored; a second signal 3 s later exits at once"
 else
   fail "second signal (alive after the copy: $alive_after_copy, after the second: $alive_after_second)"; cat e.out
@@ -265,6 +288,67 @@ if "$dtrain" --version | grep -q 'devices:.*cuda' && nvidia-smi -L >/dev/null 2>
   fi
 else
   echo "SKIP: no GPU (the CUDA case needs a CUDA build and nvidia-smi)"
+fi
+
+# --- (i) a stop during a long evaluation ------------------------------------------------------------------
+# Evaluation batches of 2 samples over the whole test set: about 10 s here, far longer than the stop timeout.
+eval_run=(--workload mnist --synthetic --epochs 2 --max-steps 10 --log-interval 5 --eval-batch-size 2 --progress lines
+          --progress-interval-s 0.2)
+"$mpiexec" -np 2 $mpi_flags "$dtrain" "${cpu[@]}" "${eval_run[@]}" --stop-timeout-s 5 --log-dir logs-i >i.out 2>&1 &
+job=$!
+for _ in $(seq 1 600); do grep -q "progress: evaluation 1/2" i.out 2>/dev/null && break; sleep 0.1; done
+kill -TERM "$(rank_pid "$dtrain" 1)"
+wait "$job"
+rc=$?
+leftovers
+read -r sig rank epoch step saved checkpoint <<<"$(stopped_record logs-i)"
+if [ "$rc" -eq 143 ] && [ "$saved" = true ] && [ "$epoch" = 1 ] && [ "$step" = 10 ] && [ -f "$checkpoint" ] &&
+   grep -q "during the evaluation of epoch 1 (its 10 steps trained): checkpoint .* saved; --resume continues there with the epoch's evaluation" i.out; then
+  pass "SIGTERM during a long evaluation saved the end of the epoch's training (step 10), exit 143"
+else
+  fail "stop during the evaluation (exit $rc, record '$sig $rank $epoch $step $saved $checkpoint')"; tail -20 i.out
+fi
+quick_eval=(--workload mnist --synthetic --epochs 2 --max-steps 10 --log-interval 5 --eval-samples 500 --progress off)
+"$mpiexec" -np 2 $mpi_flags "$dtrain" "${cpu[@]}" "${quick_eval[@]}" --log-dir logs-i --resume >i2.out 2>&1
+rc_resumed=$?
+"$mpiexec" -np 2 $mpi_flags "$dtrain" "${cpu[@]}" "${quick_eval[@]}" --log-dir logs-i-whole >i3.out 2>&1
+rc_whole=$?
+# The resumed epoch 1 trains nothing more (0 samples/s), then evaluates; both runs end with the same
+# figures (the evaluation's sample count differs from the stopped run's, so compare the resumed run with
+# an uninterrupted run of the same command).
+if [ "$rc_resumed" -eq 0 ] && [ "$rc_whole" -eq 0 ] && grep -q "resumed epoch 1 at step 11 from" i2.out &&
+   [ "$(grep '^epoch 2/2' i2.out | cut -d'|' -f2-4)" = "$(grep '^epoch 2/2' i3.out | cut -d'|' -f2-4)" ]; then
+  pass "--resume evaluates the epoch and ends as the uninterrupted run: $(grep '^epoch 2/2' i2.out | cut -d'|' -f2-4)"
+else
+  fail "resume after the stop during the evaluation (exit $rc_resumed, uninterrupted $rc_whole)"; tail -5 i2.out i3.out
+fi
+
+# --- (j) a stop while joining ------------------------------------------------------------------------------
+port=$((30000 + RANDOM % 20000))
+env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" "$dtrain" "${train[@]}" --log-dir logs-j >j.out 2>&1 &
+job=$!
+sleep 2  # rank 0 waits in the store for rank 1, which never comes
+start=$(date +%s.%N)
+kill -TERM "$job"
+wait "$job"
+rc=$?
+took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+leftovers
+if [ "$rc" -eq 143 ] && awk -v t="$took" 'BEGIN { exit !(t < 2) }' &&
+   grep -q "stopped by SIGTERM before the run started (joining the other ranks or reading the configuration): nothing was trained yet, so there is nothing to save: exiting at once" j.out; then
+  pass "SIGTERM while joining: exit 143 after ${took} s, nothing to save"
+else
+  fail "stop while joining (exit $rc after ${took} s)"; cat j.out
+fi
+
+# --- (k) a console that goes away ---------------------------------------------------------------------------
+"$dtrain" "${cpu[@]}" "${train[@]}" --max-steps 30 --log-interval 1 --log-dir logs-k 2>k.err | head -1 >/dev/null
+rc=${PIPESTATUS[0]}
+if [ "$rc" -eq 5 ] && grep -q "dtrain: error: cannot write the console output (stdout), where the metric lines go: Broken pipe" k.err &&
+   grep -q '"event":"error"' logs-k/*/events.jsonl; then
+  pass "a console that goes away (| head -1): exit 5, the error printed and recorded"
+else
+  fail "console that goes away (exit $rc)"; cat k.err
 fi
 
 echo "$failures failure(s)"

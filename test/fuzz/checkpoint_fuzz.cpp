@@ -1,21 +1,18 @@
 // Checkpoints: the input is a checkpoint file, restored as a resume would into a small model with its
-// SGD optimizer, after its tensor records' CRC-32s are recomputed so that mutations of their bytes and
-// of the zip's fields reach dtrain's checks of what LibTorch read (the metadata's ranges, names and
-// shapes, storages that must hold their tensors). The same bytes are also read as the progress mark
+// SGD optimizer, after every record's CRC-32 is recomputed so that mutations of any record reach the
+// whole load path: the archive check before LibTorch, LibTorch's reader, then dtrain's checks of what it
+// read (the metadata's ranges, names and shapes). The same bytes are also read as the progress mark
 // beside the checkpoints.
 #include <ATen/ATen.h>
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
-#include <map>
-#include <set>
 
 #include "runtime/comm/local_communicator.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/optimizer_factory.h"
 #include "runtime/util/error.h"
+#include "runtime/util/file_io.h"
 #include "test/fuzz/fuzz_target.h"
 #include "test/support/tiny_workload.h"
 #include "test/support/zip_edit.h"
@@ -59,7 +56,11 @@ void write_seeds(const std::string& dir) {
   meta.optimizer = "sgd";
   meta.world_size = 2;
   meta.labels = "0 zero\n1 one\n";
-  std::filesystem::copy_file(checkpointer.save(meta, modules_for(config)), dir + "/epoch-end.pt", kReplace);
+  const std::string epoch_end = checkpointer.save(meta, modules_for(config));
+  std::filesystem::copy_file(epoch_end, dir + "/epoch-end.pt", kReplace);
+  // The same with every record stored as it is: LibTorch deflates some code records, whose mutations
+  // would otherwise only ever fail to inflate, never reach the code's check and LibTorch's parser.
+  write_bytes(dir + "/epoch-end-stored.pt", dtrain::test::stored_zip(dtrain::test::zip_contents_of(read_file(epoch_end))));
   meta.epoch_samples = 640;
   meta.epoch_steps = 10;
   meta.global_batch = 64;
@@ -70,51 +71,22 @@ void write_seeds(const std::string& dir) {
 }
 
 
-// The records of the seeds, other than the tensors' bytes: name -> the contents seen.
-const std::map<std::string, std::set<std::string>>& seed_records() {
-  static const std::map<std::string, std::set<std::string>> records = [] {
-    const std::string dir = dtrain::fuzz::scratch_dir() + "/known";
-    std::filesystem::create_directories(dir);
-    write_seeds(dir);
-    std::map<std::string, std::set<std::string>> found;
-    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-      std::ifstream in(entry.path(), std::ios::binary);
-      const std::string zip((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      dtrain::test::zip_detail::for_each_entry(zip, [&](size_t, size_t, size_t at, uint32_t length, const std::string& name) {
-        if (name.find("/data/") == std::string::npos && at + length <= zip.size()) found[name].insert(zip.substr(at, length));
-      });
-    }
-    return found;
-  }();
-  return records;
-}
-
 int test_one_input(const uint8_t* data, size_t size) {
   const std::string dir = dtrain::fuzz::scratch_dir() + "/checkpoints";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   std::string bytes(reinterpret_cast<const char*>(data), size);
-  // LibTorch 1.13's unpickler and TorchScript parser crash on crafted input (segfaults in
-  // ScriptTypeParser::parseClassConstant, reached from a changed data.pkl or code/*.py, found here), which
-  // dtrain cannot guard (docs/fuzzing.md); and libFuzzer learns CRC-32s from the zip check's comparisons,
-  // so CRCs do not keep its mutations out. Inputs whose records other than the tensors' bytes (data/N)
-  // differ from every seed's are therefore passed over; the tensors' bytes get valid CRCs, so that
-  // changes to them and to any record's size reach dtrain's own checks.
-  bool foreign = false;
-  dtrain::test::zip_detail::for_each_entry(bytes, [&](size_t, size_t, size_t at, uint32_t length, const std::string& name) {
-    if (name.find("/data/") != std::string::npos) return;
-    const auto known = seed_records().find(name);
-    foreign = foreign || at + length > bytes.size() || known == seed_records().end() ||
-              known->second.count(bytes.substr(at, length)) == 0;
-  });
-  if (foreign) return 0;
-  dtrain::test::recompute_zip_crcs(bytes, [](const std::string& name) { return name.find("/data/") != std::string::npos; });
+  // Every record's CRC-32 is made valid again, so that every mutation of a record's content (the pickle,
+  // the TorchScript code, the tensors' bytes) and of its size reaches what a crafted file would reach:
+  // dtrain's archive check (checkpoint_archive.h) and, for what it accepts, LibTorch's reader. LibTorch
+  // 1.13 crashes on crafted pickles and code; the check must refuse all of those first.
+  dtrain::test::recompute_zip_crcs(bytes);
   dtrain::fuzz::write_bytes(dir + "/checkpoint-epoch-000001.pt", bytes);
   const dtrain::TrainConfig config = config_in(dir);
   std::vector<dtrain::TrainedModule> modules = modules_for(config);
   dtrain::LocalCommunicator comm;
   try {
-    const auto meta = dtrain::Checkpointer(config.checkpoint, comm).restore(modules, "tiny", "sgd");
+    const auto meta = dtrain::Checkpointer(config.checkpoint, comm).restore(modules, "tiny", "sgd").checkpoint;
     // What a resume does next with it: the model's parameters are used and saved again.
     for (const auto& p : modules.front().module->parameters()) (void)p.sum().item<float>();
     if (meta && meta->epoch < 0) std::abort();

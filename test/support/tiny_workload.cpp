@@ -76,6 +76,8 @@ TrainConfig tiny_config(const std::string& dir) {
   config.log.progress = ProgressMode::kOff;
   config.log.sample_interval_s = 0;  // tests that look at the run log's records count them exactly
   config.checkpoint.dir = dir + "/checkpoints";
+  // The copy in memory of the test's own: /dev/shm holds other runs' (and its sweep would say so).
+  config.checkpoint.memory_dir = dir + "/memory";
   return config;
 }
 

@@ -226,7 +226,7 @@ TEST_CASE("a checkpoint written behind training holds its step's state, whatever
       loaded.push_back({"model", fresh, make_optimizer(config.train, *fresh), nullptr});
       CheckpointOptions options = config.checkpoint;
       options.dir = dir;
-      REQUIRE(Checkpointer(options, comm).restore(loaded, "tiny", name));
+      REQUIRE(Checkpointer(options, comm).restore(loaded, "tiny", name).checkpoint);
       fake_step(*fresh, *loaded[0].optimizer, 1.0);
       return test::flat_params(*fresh);
     };

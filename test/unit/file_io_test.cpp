@@ -77,7 +77,7 @@ TEST_CASE("a stop that cannot finish ends the process at its timeout and removes
   const pid_t child = ::fork();
   REQUIRE(child >= 0);
   if (child == 0) {
-    install_stop_signals(StopSignalOptions{false, 1.0});
+    install_stop_signals(StopSignalOptions{false, 1.0, true});
     try {
       write_file_atomically(path, std::string(1 << 20, 'x'));
     } catch (...) {
@@ -108,7 +108,7 @@ TEST_CASE("stop signals arrive even when the process was started with them block
     sigaddset(&blocked, SIGTERM);
     sigaddset(&blocked, SIGUSR1);
     ::sigprocmask(SIG_BLOCK, &blocked, nullptr);
-    install_stop_signals(StopSignalOptions{true, 25.0});
+    install_stop_signals(StopSignalOptions{true, 25.0, true});
     ::raise(SIGUSR1);
     ::_exit(stop_signal() == SIGUSR1 ? 0 : 1);
   }

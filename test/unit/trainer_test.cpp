@@ -244,7 +244,8 @@ TEST_CASE("unusable checkpoints are clear errors", "[checkpoint]") {
     // An empty zip: only the end of central directory record, whole and intact.
     std::ofstream(config.checkpoint.dir + "/checkpoint-epoch-000009.pt")
         << std::string("PK\x05\x06", 4) << std::string(18, '\0');
-    CHECK_THROWS_WITH(test::train_alone(config, *workload), Contains("is corrupt or not a dtrain checkpoint"));
+    CHECK_THROWS_WITH(test::train_alone(config, *workload),
+                      Contains("checkpoint-epoch-000009.pt: it holds no records, so it is not a dtrain checkpoint"));
   }
   SECTION("another workload") {
     class Renamed final : public Workload {

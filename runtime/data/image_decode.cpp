@@ -10,6 +10,7 @@
 #include <iterator>
 #include <memory>
 #include <optional>
+#include <string_view>
 
 #include "runtime/util/error.h"
 
@@ -166,6 +167,32 @@ RgbImage decode_image(const std::vector<uint8_t>& bytes, const std::string& name
   not_an_image(name, bytes.empty());
 }
 
+namespace {
+
+// Whether the file ends as a whole image does: a PNG with its IEND chunk, a JPEG with its end-of-image
+// marker (FF D9; entropy-coded data never holds it, as an FF there is followed by 00 or a restart marker),
+// both within the last `tail` bytes (writers may pad after them). A copy cut short ends without: found
+// here, at start-up, instead of when a step reads it hours in.
+void check_image_end(std::ifstream& in, const std::string& path, bool png) {
+  constexpr std::streamoff kTail = 4096;
+  in.clear();
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  const std::streamoff from = std::max<std::streamoff>(0, size - kTail);
+  std::vector<char> tail(static_cast<size_t>(size - from));
+  in.seekg(from);
+  in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
+  if (!in) throw DataError("cannot read image '" + path + "': read error at its end");
+  const std::string_view end(tail.data(), tail.size());
+  if (png ? end.find("IEND") == std::string_view::npos : end.find("\xff\xd9") == std::string_view::npos) {
+    throw DataError("image '" + path + "' is cut short: it ends without " +
+                    (png ? std::string("its IEND chunk") : std::string("its end-of-image marker (FF D9)")) +
+                    " (an interrupted copy?), " + std::to_string(size) + " bytes");
+  }
+}
+
+}  // namespace
+
 ImageSize read_image_size(const std::string& path) {
   constexpr size_t kHead = 64 << 10;
   errno = 0;
@@ -184,6 +211,7 @@ ImageSize read_image_size(const std::string& path) {
       return int64_t{bytes[at]} << 24 | int64_t{bytes[at + 1]} << 16 | int64_t{bytes[at + 2]} << 8 | bytes[at + 3];
     };
     check_size("PNG", path, be32(16), be32(20));
+    check_image_end(in, path, true);
     return ImageSize{be32(20), be32(16)};
   }
   if (!is_jpeg(bytes)) not_an_image(path, bytes.empty());
@@ -197,6 +225,7 @@ ImageSize read_image_size(const std::string& path) {
   }
   if (!header) throw DataError("cannot decode JPEG image '" + path + "': " + tjGetErrorStr2(handle.get()));
   check_size("JPEG", path, header->width, header->height);
+  check_image_end(in, path, false);
   return ImageSize{header->height, header->width};
 }
 

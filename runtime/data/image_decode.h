@@ -24,8 +24,10 @@ RgbImage decode_image(const std::vector<uint8_t>& bytes, const std::string& name
 
 // The size of the image at `path` from its header alone (the first 64 KiB; more only for a JPEG whose
 // frame header lies behind larger metadata), with the checks decode_image_file makes before decoding:
-// readable, not empty, a JPEG or PNG signature, a header that parses, 1 to 2^28 pixels. Throws
-// DataError like decode_image_file. For a start-up check of a whole dataset: cheap, and thread-safe.
+// readable, not empty, a JPEG or PNG signature, a header that parses, 1 to 2^28 pixels; and, from its
+// last 4 KiB, that it ends as a whole image does (a PNG's IEND chunk, a JPEG's end-of-image marker), so
+// that a copy cut short is found at start-up. Throws DataError like decode_image_file. For a start-up
+// check of a whole dataset: cheap (two small reads), and thread-safe.
 struct ImageSize {
   int64_t height = 0;
   int64_t width = 0;

@@ -41,15 +41,48 @@ std::vector<std::string> subdirectories(const fs::path& dir) {
   return names;
 }
 
+// The real path of a directory (links resolved), or the path itself where it cannot be resolved.
+fs::path real_path(const fs::path& path) {
+  std::error_code ec;
+  const fs::path real = fs::canonical(path, ec);
+  return ec ? path : real;
+}
+
+// Whether `inner` is `outer` or lies under it (both real paths).
+bool lies_in(const fs::path& inner, const fs::path& outer) {
+  const auto [o, i] = std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end());
+  return o == outer.end();
+}
+
+// Where a class folder's images may not come from: the folder that holds the class folders (and what
+// holds it), and the other classes' folders. A link there would label their images with this class.
+struct ClassBounds {
+  fs::path split;                     // real path of the folder that holds the class folders
+  std::vector<fs::path> other_classes;  // real paths
+};
+
 // The image files under `dir`, recursively, sorted by path. Directory symlinks are followed (datasets
 // are often assembled from links), each real directory once: a link back to an ancestor (a loop) or to a
-// directory already read adds nothing, where a plain walk would recurse until the path is too long.
-std::vector<std::string> images_under(const fs::path& dir) {
+// directory already read adds nothing, where a plain walk would recurse until the path is too long. With
+// `bounds`, a directory that leads to the split folder or into another class's folder is refused.
+std::vector<std::string> images_under(const fs::path& dir, const ClassBounds* bounds = nullptr) {
   std::vector<std::string> paths;
   std::set<std::pair<dev_t, ino_t>> seen;
   const auto first_visit = [&seen](const fs::path& path) {
     struct stat info {};
     return ::stat(path.c_str(), &info) != 0 || seen.insert({info.st_dev, info.st_ino}).second;
+  };
+  const auto check_bounds = [&](const fs::path& path) {
+    if (bounds == nullptr) return;
+    const fs::path real = real_path(path);
+    const bool above = lies_in(bounds->split, real);
+    const auto other = std::find_if(bounds->other_classes.begin(), bounds->other_classes.end(),
+                                    [&real](const fs::path& c) { return lies_in(real, c); });
+    if (!above && other == bounds->other_classes.end()) return;
+    throw DataError("'" + path.string() + "' in class folder '" + dir.string() + "' leads to '" + real.string() +
+                    "', " + (above ? "the folder of all the classes (or above it)" : "inside class folder '" + other->string() + "'") +
+                    ": its images would be labelled with this class too. Remove the link, or point it at images of "
+                    "this class only");
   };
   try {
     first_visit(dir);
@@ -57,6 +90,7 @@ std::vector<std::string> images_under(const fs::path& dir) {
     for (; it != fs::recursive_directory_iterator(); ++it) {
       const fs::directory_entry& entry = *it;
       if (entry.is_directory()) {
+        if (entry.is_symlink()) check_bounds(entry.path());
         if (!first_visit(entry.path())) it.disable_recursion_pending();
       } else if (entry.is_regular_file() && is_image_name(entry.path())) {
         paths.push_back(entry.path().string());
@@ -77,11 +111,23 @@ void require_directory(const fs::path& dir, const std::string& what) {
 
 std::vector<ImageSample> labelled(const fs::path& root, const std::vector<std::string>& classes, const std::string& split) {
   std::vector<ImageSample> samples;
+  std::vector<fs::path> real_classes;
+  for (const std::string& name : classes) real_classes.push_back(real_path(root / name));
   for (size_t label = 0; label < classes.size(); ++label) {
     const fs::path dir = root / classes[label];
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) continue;
-    const std::vector<std::string> paths = images_under(dir);
+    ClassBounds bounds;
+    bounds.split = real_path(root);
+    for (size_t other = 0; other < classes.size(); ++other) {
+      if (other == label) continue;
+      if (real_classes[other] == real_classes[label]) {
+        throw DataError("class folders '" + dir.string() + "' and '" + (root / classes[other]).string() +
+                        "' are the same folder ('" + real_classes[label].string() + "'): its images would have two labels");
+      }
+      bounds.other_classes.push_back(real_classes[other]);
+    }
+    const std::vector<std::string> paths = images_under(dir, &bounds);
     if (paths.empty()) {
       throw DataError("class folder '" + dir.string() + "' of the " + split +
                       " split holds no .jpg, .jpeg or .png files; remove it or add its images");

@@ -273,6 +273,21 @@ def cases(root, checkpoint):
         f"'{folder}/cat/empty.jpg' is neither a JPEG nor a PNG image (the file is empty)")
     add("image folder with bad files, named", image_args, DATA,
         f"JPEG image '{folder}/dog/huge.jpg' claims 60000x60000 pixels; expected a positive size of at most 2^28 pixels")
+    # An interrupted copy: a whole header, no end. Found at start-up, not when a step reads it.
+    cut_folder = os.path.join(root, "cut-images")
+    shutil.copytree(folder, cut_folder, ignore=shutil.ignore_patterns("empty.jpg", "notes.png", "huge.jpg"))
+    whole = open(os.path.join(cut_folder, "dog", "1.jpg"), "rb").read()
+    write(cut_folder, "dog/1.jpg", whole[:len(whole) // 2], "wb")
+    add("image folder with a copy cut short", image_args[:3] + [cut_folder] + image_args[4:], DATA,
+        f"image '{cut_folder}/dog/1.jpg' is cut short: it ends without its end-of-image marker (FF D9) (an interrupted copy?)")
+    # A link in a class folder back to the folder of all classes: dog's images would be labelled cat.
+    link_folder = os.path.join(root, "linked-images")
+    shutil.copytree(cut_folder, link_folder)
+    write(link_folder, "dog/1.jpg", whole, "wb")
+    os.symlink("..", os.path.join(link_folder, "cat", "all"))
+    add("image folder with a link to all the classes", image_args[:3] + [link_folder] + image_args[4:], DATA,
+        f"'{link_folder}/cat/all' in class folder '{link_folder}/cat' leads to '{link_folder}', the folder of all the "
+        "classes (or above it): its images would be labelled with this class too")
 
     # --- checkpoint files (`checkpoint` is a real one, of an sgd run) -------------------------------
     def ckpt(name, files, message, extra=(), status=DATA, ranks=1):

@@ -132,8 +132,9 @@ def labels_cases(dtrain, mpiexec, preflags, root, data):
 
 
 def skip_bad_case(dtrain, mpiexec, preflags, root, data):
-    """--skip-bad-images: an image folder with an empty and a truncated-header file trains without them,
-    and the run log counts them; a JPEG cut inside its scan data passes the start-up check (its header is
+    """--skip-bad-images: an image folder with an empty, a truncated-header and a cut-short file (an
+    interrupted copy: no end-of-image marker) trains without them, and the run log counts them; a JPEG whose
+    scan names a Huffman table its header does not define passes the start-up check (header and end are
     whole), fails when it is decoded, and is stood in for, warned about by the rank that read it and
     counted in epoch_end's bad_samples (the rank that reads it may change with the epoch's shuffle)."""
     folder = os.path.join(root, "photos-with-bad")
@@ -142,13 +143,17 @@ def skip_bad_case(dtrain, mpiexec, preflags, root, data):
     open(os.path.join(folder, first, "empty.jpg"), "wb").close()
     with open(os.path.join(folder, first, "header.png"), "wb") as f:
         f.write(b"\x89PNG\r\n\x1a\n\x00\x00")
-    cut = os.path.join(folder, first, "cut.jpg")
     noise = random.Random(7).randbytes(96 * 96 * 3)
-    Image.frombytes("RGB", (96, 96), noise).save(cut, quality=95)
-    with open(cut, "rb") as f:
+    interrupted = os.path.join(folder, first, "interrupted.jpg")
+    Image.frombytes("RGB", (96, 96), noise).save(interrupted, quality=95)
+    with open(interrupted, "rb") as f:
         whole = f.read()
-    with open(cut, "wb") as f:
+    with open(interrupted, "wb") as f:
         f.write(whole[:len(whole) // 2])
+    cut = os.path.join(folder, first, "cut.jpg")  # damaged inside: found only when it is decoded
+    sos = whole.find(b"\xff\xda")
+    with open(cut, "wb") as f:
+        f.write(whole[:sos + 6] + b"\x33" + whole[sos + 7:])
     logs = os.path.join(root, "logs-skip")
     cmd = [mpiexec, "-np", "2", *preflags, dtrain, "--device", "cpu", "--backend", "mpi", "--workload", "image-classifier",
            "--data-dir", folder, "--epochs", "2", "--image-size", "32", "--batch-size", "16", "--skip-bad-images",
@@ -163,18 +168,18 @@ def skip_bad_case(dtrain, mpiexec, preflags, root, data):
         events = [json.loads(line) for line in f]
     start = next(e for e in events if e["event"] == "run_start")
     failures = []
-    if "; 2 bad image files left out (--skip-bad-images), the first: " not in start["data"] or \
-            start.get("bad_files_left_out") != 2:
+    if "; 3 bad image files left out (--skip-bad-images), the first: " not in start["data"] or \
+            start.get("bad_files_left_out") != 3:
         failures.append(f"--skip-bad-images: run_start data is {start['data']!r}, "
                         f"bad_files_left_out {start.get('bad_files_left_out')}")
     # Read once an epoch (twice where the sampler's padding repeats it), in training or evaluation.
     counts = [e["bad_samples"] for e in events if e["event"] == "epoch_end"]
     warned = [line for line in result.stderr.splitlines()
-              if line.startswith("dtrain: warning: rank ") and f"JPEG image '{cut}' is truncated" in line]
+              if line.startswith("dtrain: warning: rank ") and f"JPEG image '{cut}': Huffman table 0x03 was not defined" in line]
     summaries = [e for e in events if e["event"] == "warning" and "of all ranks could not be decoded" in e["message"]]
-    print(f"  the cut JPEG: bad_samples per epoch {counts}, {len(warned)} rank warning(s), {len(summaries)} summaries")
+    print(f"  the damaged JPEG: bad_samples per epoch {counts}, {len(warned)} rank warning(s), {len(summaries)} summaries")
     if len(counts) != 2 or not all(1 <= c <= 2 for c in counts) or not 1 <= len(warned) <= 2 or len(summaries) != 2:
-        failures.append(f"--skip-bad-images, a JPEG cut inside its data: bad_samples {counts}, rank warnings {warned}, "
+        failures.append(f"--skip-bad-images, a JPEG damaged inside: bad_samples {counts}, rank warnings {warned}, "
                         f"{len(summaries)} run-log summaries\n{output[-2000:]}")
     return failures
 

@@ -357,7 +357,8 @@ TEST_CASE("image batches are the same whatever the worker count, and augmentatio
 
 TEST_CASE("with skip_bad, an image that fails to decode mid-run is replaced in training and left out in evaluation",
           "[vision][data]") {
-  // The start-up check reads headers only: a file cut inside its scan data passes it and fails here.
+  // The start-up check reads a file's header and its end: a file whose scan names Huffman tables that its
+  // header does not define passes it (the tables are looked up when decoding starts) and fails here.
   test::TempDir dir;
   std::vector<ImageSample> samples;
   for (int i = 0; i < 6; ++i) {
@@ -365,8 +366,11 @@ TEST_CASE("with skip_bad, an image that fails to decode mid-run is replaced in t
     write_jpeg(path, 96, 96, pattern(96, 96, i));
     samples.push_back({path, i % 3});
   }
-  const std::string whole = contents_of(samples[2].path);
-  std::ofstream(samples[2].path, std::ios::binary | std::ios::trunc) << whole.substr(0, whole.size() / 2);
+  std::string damaged = contents_of(samples[2].path);
+  const size_t sos = damaged.find("\xff\xda");  // start of scan: length, components, then (id, tables) each
+  REQUIRE(sos != std::string::npos);
+  damaged[sos + 6] = '\x33';
+  std::ofstream(samples[2].path, std::ios::binary | std::ios::trunc) << damaged;
   REQUIRE(check_image_files(samples, 2).empty());
 
   ImageFileOptions options;
@@ -381,7 +385,7 @@ TEST_CASE("with skip_bad, an image that fails to decode mid-run is replaced in t
   CHECK(b.size == 3);
   CHECK(b.indices == std::vector<int64_t>{0, 1, 2});
   REQUIRE(b.bad_samples.size() == 1);
-  CHECK_THAT(b.bad_samples[0], Contains("JPEG image '" + samples[2].path + "' is truncated"));
+  CHECK_THAT(b.bad_samples[0], Contains("JPEG image '" + samples[2].path + "': Huffman table 0x03 was not defined"));
   CHECK(at::equal(b.inputs[2], b.inputs[0]));  // the next good image of the batch, counting round
   CHECK(b.targets[2].item<int64_t>() == 0);
   REQUIRE(training->next(b));
@@ -404,7 +408,7 @@ TEST_CASE("with skip_bad, an image that fails to decode mid-run is replaced in t
              Contains("no image of a batch of 1 could be decoded") && Contains(samples[2].path));
   options.skip_bad = false;
   const ImageFileDataset strict(samples, options);
-  CHECK_THAT(what_of([&] { strict.stream(order, 3, 42)->next(b); }), Contains(samples[2].path + "' is truncated"));
+  CHECK_THAT(what_of([&] { strict.stream(order, 3, 42)->next(b); }), Contains(samples[2].path + "': Huffman table 0x03 was not defined"));
 }
 
 TEST_CASE("in-memory images: random crops and flips are drawn per sample, the same in any batch", "[vision][data]") {
@@ -459,20 +463,57 @@ TEST_CASE("the start-up check reads only headers and names every bad image file"
   CHECK(read_image_size(dir.file("good.png")).height == 5);
 }
 
-TEST_CASE("an image folder with a directory-symlink loop lists each real image once", "[vision][data]") {
+TEST_CASE("an image folder's links: a loop inside a class is read once, a link to other classes' images refused",
+          "[vision][data]") {
   test::TempDir dir;
   for (const char* cls : {"cat", "dog"}) {
     fs::create_directories(dir.file(std::string("root/") + cls + "/sub"));
     for (int i = 0; i < 3; ++i) write_png(dir.file(std::string("root/") + cls + "/sub/" + std::to_string(i) + ".png"), 4, 4, pattern(4, 4, i));
   }
-  fs::create_directory_symlink("..", dir.file("root/cat/sub/loop"));       // back to an ancestor
-  fs::create_directory_symlink("../dog/sub", dir.file("root/cat/alias"));  // another class's folder
+  // Datasets are assembled from links: one to more images of the class, from outside the folder, counts.
+  fs::create_directories(dir.file("more-cats"));
+  write_png(dir.file("more-cats/extra.png"), 4, 4, pattern(4, 4, 9));
+  fs::create_directory_symlink(dir.file("more-cats"), dir.file("root/cat/more"));
+  fs::create_directory_symlink("..", dir.file("root/cat/sub/loop"));  // back to an ancestor inside the class
   const ImageSplits splits = scan_image_folder(dir.file("root"), 0.0, 1);
   REQUIRE(splits.classes == std::vector<std::string>{"cat", "dog"});
   int64_t cats = 0;
   for (const auto* split : {&splits.train, &splits.test}) {
     for (const ImageSample& s : *split) cats += s.label == 0 ? 1 : 0;
   }
-  CHECK(cats == 6);  // its own 3, and dog's 3 through the alias (a link it was given); the loop adds none
-  CHECK(splits.train.size() + splits.test.size() == 9);
+  CHECK(cats == 4);  // its own 3 and the linked one; the loop adds none
+  CHECK(splits.train.size() + splits.test.size() == 7);
+
+  SECTION("a link back to the folder of all the classes") {
+    fs::create_directory_symlink("../..", dir.file("root/cat/sub/up"));
+    CHECK_THROWS_WITH(scan_image_folder(dir.file("root"), 0.0, 1),
+                      Contains("'" + dir.file("root/cat/sub/up") + "' in class folder '" + dir.file("root/cat") +
+                               "' leads to '" + dir.file("root") + "', the folder of all the classes (or above it): "
+                               "its images would be labelled with this class too"));
+  }
+  SECTION("a link into another class's folder") {
+    fs::create_directory_symlink("../dog/sub", dir.file("root/cat/alias"));
+    CHECK_THROWS_WITH(scan_image_folder(dir.file("root"), 0.0, 1),
+                      Contains("leads to '" + dir.file("root/dog/sub") + "', inside class folder '" + dir.file("root/dog") + "'"));
+  }
+  SECTION("two class folders that are one") {
+    fs::remove_all(dir.file("root/dog"));
+    fs::create_directory_symlink("cat", dir.file("root/dog"));
+    CHECK_THROWS_WITH(scan_image_folder(dir.file("root"), 0.0, 1), Contains("are the same folder"));
+  }
+}
+
+TEST_CASE("an image cut short after its header is found at start-up", "[vision][data]") {
+  test::TempDir dir;
+  write_jpeg(dir.file("a.jpg"), 64, 64, pattern(64, 64, 1));
+  write_png(dir.file("b.png"), 64, 64, pattern(64, 64, 2));
+  for (const std::string name : {"a.jpg", "b.png"}) {
+    const std::string whole = contents_of(dir.file(name));
+    CHECK_NOTHROW(read_image_size(dir.file(name)));
+    std::ofstream(dir.file(name), std::ios::binary | std::ios::trunc) << whole.substr(0, whole.size() - 20);
+  }
+  CHECK_THROWS_WITH(read_image_size(dir.file("a.jpg")),
+                    Contains("image '" + dir.file("a.jpg") + "' is cut short: it ends without its end-of-image marker (FF D9)"));
+  CHECK_THROWS_WITH(read_image_size(dir.file("b.png")),
+                    Contains("image '" + dir.file("b.png") + "' is cut short: it ends without its IEND chunk"));
 }

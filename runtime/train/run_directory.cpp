@@ -132,8 +132,7 @@ std::unique_ptr<RunDirectory> RunDirectory::open(const TrainConfig& config, doub
   std::string holder;
   run->run_lock_ = DirectoryLock::try_lock(run->path_, lock_wait_s, holder);
   if (!run->run_lock_) {
-    throw ConfigError("run '" + run->name_ + "' in '" + log_dir + "' is in use by another dtrain" +
-                      (holder.empty() ? "" : " (" + holder + ")") +
+    throw ConfigError("run '" + run->name_ + "' in '" + log_dir + "' is in use by " + holder +
                       "; wait for it to end, or give this run another --run-name");
   }
   std::error_code ec;
@@ -156,8 +155,7 @@ std::unique_ptr<RunDirectory> RunDirectory::open(const TrainConfig& config, doub
   }
   run->checkpoint_lock_ = DirectoryLock::try_lock(run->checkpoint_dir_, lock_wait_s, holder);
   if (!run->checkpoint_lock_) {
-    throw ConfigError("checkpoint.dir '" + ck.dir + "' is in use by another dtrain" +
-                      (holder.empty() ? "" : " (" + holder + ")") +
+    throw ConfigError("checkpoint.dir '" + ck.dir + "' is in use by " + holder +
                       "; give this run its own --checkpoint-dir, or leave checkpoint.dir unset so that its "
                       "checkpoints go to its run directory");
   }

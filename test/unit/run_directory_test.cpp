@@ -2,6 +2,10 @@
 // resume with and without a name, a shared checkpoint directory, and a run still in progress.
 #include "test/support/catch.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -81,6 +85,46 @@ TEST_CASE("a run directory in use by another dtrain is refused, naming the holde
   }
   // Its end (or its death: the kernel drops the lock of a dead process) releases it.
   CHECK(RunDirectory::open(config, 0)->path() == config.log.dir + "/study-n4");
+}
+
+TEST_CASE("a lock held by another program names that program, not the dead pid the lock file names", "[run_dir]") {
+  test::TempDir dir;
+  TrainConfig config = run_config(dir);
+  config.log.run_name = "taken";
+  const std::string run = config.log.dir + "/taken";
+  fs::create_directories(run);
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  // What a dtrain that died long ago left in the file; the kernel dropped its lock with it.
+  std::ofstream(run + "/.dtrain.lock") << "pid 999999 on " << host << " since 2026-01-01T00:00:00Z\n";
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {  // another program takes the lock, as `flock DIR/.dtrain.lock sleep 60` would
+    const int fd = ::open((run + "/.dtrain.lock").c_str(), O_RDONLY);
+    if (fd < 0 || ::flock(fd, LOCK_EX) != 0) ::_exit(1);
+    const char byte = 1;
+    if (::write(ready[1], &byte, 1) != 1) ::_exit(1);
+    ::pause();
+    ::_exit(0);
+  }
+  char byte = 0;
+  REQUIRE(::read(ready[0], &byte, 1) == 1);
+  const std::string error = [&] {
+    try {
+      RunDirectory::open(config, 0.2);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  }();
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  CHECK_THAT(error, Contains("run 'taken' in '" + config.log.dir + "' is in use by another program (pid " +
+                             std::to_string(child) + ", ") &&
+                        Contains("; the lock file names pid 999999 on " + std::string(host) +
+                                 " since 2026-01-01T00:00:00Z, no longer running)"));
 }
 
 TEST_CASE("a named run continues only with --resume", "[run_dir]") {
@@ -238,4 +282,22 @@ TEST_CASE("under torchrun, restarts of a job resume its run and a new job starts
   CHECK_NOTHROW(RunDirectory::open(shared, 0, "job-a"));
   shared.log.run_name = "asked";
   CHECK_NOTHROW(RunDirectory::open(shared, 0, ""));  // --resume given: what it says
+}
+
+TEST_CASE("a torchrun job id with a newline is the same job on restart", "[run_dir]") {
+  // torchrun takes any --rdzv_id; the record of it once kept only its first line, so a restart of the
+  // job did not know its own run.
+  test::TempDir dir;
+  TrainConfig config = run_config(dir);
+  config.checkpoint.resume = true;
+  const std::string job = "study\nrep-2";
+  std::string first;
+  {
+    const auto run = RunDirectory::open(config, 0, job);
+    first = run->name();
+    write_file_atomically(run->path() + "/config.yaml", "workload: tiny\n");
+    write_file_atomically(run->checkpoint_dir() + "/checkpoint-epoch-000001.pt", "x");
+  }
+  CHECK(RunDirectory::open(config, 0, job)->name() == first);
+  CHECK(RunDirectory::open(config, 0, "study")->name() != first);
 }

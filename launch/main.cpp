@@ -7,10 +7,12 @@
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 #include <torch/version.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -138,6 +140,31 @@ void check_same_configuration(const std::string& mine, const std::string& root) 
                     key(there) + "' on rank 0. Start every rank with the same dtrain, flags and files");
 }
 
+// --remove-memory-copies: every rank cleans its own node (a node's ranks share the user's directory, and a
+// copy that one of them removed is simply gone for the others): every copy no live run holds whose state
+// the disk holds too. Exit 0 unless the directory is unsafe.
+int remove_memory_copies(const std::string& memory_dir) {
+  const std::string root = memory_root(memory_dir);
+  if (root.empty()) {
+    std::cout << "dtrain: checkpoint.memory_dir is off ('" << memory_dir << "'): no copies to remove" << std::endl;
+    return kExitSuccess;
+  }
+  const MemorySweep sweep = sweep_memory_copies(root, SweepScope::kUnneeded);
+  if (!sweep.problem.empty()) {
+    std::cerr << "dtrain: error: " << sweep.problem << std::endl;
+    return kExitConfig;
+  }
+  char freed[32];
+  std::snprintf(freed, sizeof freed, "%.1f MiB", static_cast<double>(sweep.bytes_freed) / (1 << 20));
+  std::cout << "dtrain: removed " << sweep.copies_removed << " checkpoint copies in memory (" << freed << ") from "
+            << root << "/dtrain-" << ::geteuid() << "; copies of running dtrains are kept" << std::endl;
+  for (const std::string& kept : sweep.kept_ahead) {
+    std::cout << "dtrain: kept " << kept << ": newer than any checkpoint on its disk (--resume on this node "
+              << "continues from it; remove it by hand if that run is done with)" << std::endl;
+  }
+  return kExitSuccess;
+}
+
 // Each workload with what it trains, its data and the defaults it sets over the generic ones.
 void print_workloads(const WorkloadRegistry& registry, const ConfigSchema& schema) {
   bool first = true;
@@ -224,7 +251,7 @@ int Job::run(int argc, char** argv) {
   // Before the configuration is known, the default timeout bounds the agreement.
   Failure failure = agree(WaitOptions{CommOptions{}.timeout_s, &activity_, {}}, [&] {
     cmd = parse_command_line(argc, argv, schema_);
-    if (cmd.show_help || cmd.show_version || cmd.list_workloads) return;
+    if (cmd.show_help || cmd.show_version || cmd.list_workloads || cmd.remove_memory_copies) return;
     if (session_.mpi_world()) launcher_note_ = check_launcher(launcher_, session_.world_size());
     workload = registry_.create(cmd.config.workload);
     cmd.config = configure_workload(*workload, cmd.config, cmd.sources, schema_);
@@ -240,6 +267,7 @@ int Job::run(int argc, char** argv) {
     if (session_.is_root()) validate_output_dirs(cmd.config, cmd.sources);
   });
   if (failure.failed()) return fail_together(failure);
+  if (cmd.remove_memory_copies) return remove_memory_copies(cmd.config.checkpoint.memory_dir);
   if (cmd.show_help || cmd.show_version || cmd.list_workloads || cmd.print_config) {
     if (session_.is_root()) {
       if (cmd.show_help) std::cout << help_text(schema_);

@@ -23,6 +23,9 @@ cxxopts::Options make_options(const ConfigSchema& schema) {
        cxxopts::value<std::string>(), "PATH")
       ("print-config", "print the effective configuration as YAML and exit")
       ("list-workloads", "list the registered workloads and exit")
+      ("remove-memory-copies", "remove this user's checkpoint copies in checkpoint.memory_dir on this node that "
+                               "no running dtrain holds and whose state is on disk too, and exit (the end of a batch "
+                               "job; docs/failures.md)")
       ("version", "print the dtrain version and exit")
       ("h,help", "show this help");
   const TrainConfig& defaults = schema.defaults();
@@ -59,6 +62,7 @@ CommandLine parse_command_line(int argc, const char* const* argv, const ConfigSc
   cmd.show_version = parsed.count("version") > 0;
   cmd.print_config = parsed.count("print-config") > 0;
   cmd.list_workloads = parsed.count("list-workloads") > 0;
+  cmd.remove_memory_copies = parsed.count("remove-memory-copies") > 0;
   if (parsed.count("config")) {
     cmd.config_path = parsed["config"].as<std::string>();
     apply_yaml_file(cmd.config_path, schema, cmd.config, cmd.sources);

@@ -16,6 +16,7 @@ struct CommandLine {
   bool show_version = false;
   bool print_config = false;
   bool list_workloads = false;
+  bool remove_memory_copies = false;
 };
 
 // Parses argv (YAML file, then flags) for the fields of `schema`. Throws ConfigError for unknown flags,

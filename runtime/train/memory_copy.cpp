@@ -351,7 +351,7 @@ std::string retire_memory_copy(const std::string& root, const std::string& check
   return "";
 }
 
-MemorySweep sweep_memory_copies(const std::string& root, bool all) {
+MemorySweep sweep_memory_copies(const std::string& root, SweepScope scope) {
   MemorySweep sweep;
   if (root.empty()) return sweep;
   const std::string user_path = (fs::path(root) / user_dir_name()).string();
@@ -370,7 +370,7 @@ MemorySweep sweep_memory_copies(const std::string& root, bool all) {
     std::error_code ec;
     const bool exists = !checkpoint_dir.empty() && fs::exists(checkpoint_dir, ec);
     const bool missing = checkpoint_dir.empty() || (!exists && !ec);
-    if (all || missing || (exists && checkpoint_run_id(checkpoint_dir) != run_id)) {
+    if (missing || (exists && checkpoint_run_id(checkpoint_dir) != run_id)) {
       remove_run_dir(user.get(), name, dir.get(), sweep);
       continue;
     }
@@ -387,13 +387,16 @@ MemorySweep sweep_memory_copies(const std::string& root, bool all) {
         position = checkpoint_position(file, file);
       } catch (const DataError&) {
       }
-      const bool stale = is_partial_checkpoint(file) || (position && disk_newest && *position < *disk_newest);
+      // kUnneeded also takes what the disk holds as well (the same position).
+      const bool on_disk = position && disk_newest &&
+                           (*position < *disk_newest || (scope == SweepScope::kUnneeded && *position == *disk_newest));
       const int64_t size = own_file_size(dir.get(), file);
-      if (stale && size >= 0 && ::unlinkat(dir.get(), file.c_str(), 0) == 0) {
+      if ((is_partial_checkpoint(file) || on_disk) && size >= 0 && ::unlinkat(dir.get(), file.c_str(), 0) == 0) {
         ++sweep.files_removed;
         sweep.bytes_freed += static_cast<uint64_t>(size);
       } else if (position) {
         ++kept;
+        if (scope == SweepScope::kUnneeded) sweep.kept_ahead.push_back(user_path + "/" + name + "/" + file);
       }
     }
     if (kept == 0) remove_run_dir(user.get(), name, dir.get(), sweep);

@@ -15,8 +15,8 @@
 //   - A run's copy goes when the run ends; after a failure it stays only while it is newer than anything
 //     on disk. Copies that can never be used again (their run's directory gone or now another run's, or
 //     older than the disk's newest checkpoint) and partial files go at the next start of any of the
-//     user's runs on the node (sweep_memory_copies), and all unused ones with
-//     `dtrain --remove-memory-copies` (the end of a batch job). A live run holds a shared lock on its copy,
+//     user's runs on the node (sweep_memory_copies), and with `dtrain --remove-memory-copies` (the end of
+//     a batch job) every copy whose state the disk holds too. A live run holds a shared lock on its copy,
 //     so no sweep removes what it is writing.
 #pragma once
 
@@ -79,11 +79,16 @@ struct MemorySweep {
   int copies_removed = 0;    // whole run directories
   int files_removed = 0;     // checkpoints older than their disk's newest, and partial files
   uint64_t bytes_freed = 0;
+  std::vector<std::string> kept_ahead;  // kUnneeded: copies kept because they are newer than their disk
   std::string problem;       // why the per-user directory could not be swept ("" when it could, or is absent)
 };
 
-// Rank 0 at a run's start: removes from this user's copies under `root` what can never be used again
-// (see above); with `all`, every copy that no live run holds (`dtrain --remove-memory-copies`).
-MemorySweep sweep_memory_copies(const std::string& root, bool all = false);
+enum class SweepScope {
+  kStale,     // what can never be used again (a run's start)
+  kUnneeded,  // that, and every copy whose state the disk holds too (`dtrain --remove-memory-copies`)
+};
+
+// Removes from this user's copies under `root` what `scope` names, but never a copy a live run holds.
+MemorySweep sweep_memory_copies(const std::string& root, SweepScope scope = SweepScope::kStale);
 
 }  // namespace dtrain

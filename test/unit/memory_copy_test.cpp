@@ -116,7 +116,7 @@ TEST_CASE("a per-user directory that is a link, or not private, is not used and 
     fs::create_directory_symlink(elsewhere, user_dir(root));
     CHECK_FALSE(MemoryCopy::open(root, checkpoints, true, problem));
     CHECK_THAT(problem, Contains("is a symbolic link or not a directory, which dtrain does not follow"));
-    const MemorySweep sweep = sweep_memory_copies(root, true);
+    const MemorySweep sweep = sweep_memory_copies(root, SweepScope::kUnneeded);
     CHECK(sweep.copies_removed == 0);
     CHECK(text_of(elsewhere + "/checkpoint-epoch-000001.pt") == "someone's");
     CHECK(fs::is_empty(elsewhere) == false);
@@ -138,7 +138,7 @@ TEST_CASE("a per-user directory that is a link, or not private, is not used and 
     REQUIRE(::chown(user_dir(root).c_str(), 65534, 65534) == 0);
     CHECK_FALSE(MemoryCopy::open(root, checkpoints, true, problem));
     CHECK_THAT(problem, Contains("owner uid 65534"));
-    CHECK(sweep_memory_copies(root, true).problem == problem);
+    CHECK(sweep_memory_copies(root, SweepScope::kUnneeded).problem == problem);
   }
 }
 
@@ -207,8 +207,14 @@ TEST_CASE("the sweep removes what no run can resume from and leaves live and new
   CHECK(fs::exists(live_copy->path() + "/checkpoint-epoch-000006.pt.tmp"));  // held by a live run
   CHECK(live_copy->list().size() == 1);
 
-  // --remove-memory-copies: every copy no live run holds.
-  CHECK(sweep_memory_copies(root, true).copies_removed == 1);
+  // --remove-memory-copies: every copy no live run holds whose state is on disk too; one newer than its
+  // disk (the only copy of that state) stays, and is named.
+  const MemorySweep unneeded = sweep_memory_copies(root, SweepScope::kUnneeded);
+  CHECK(unneeded.copies_removed == 0);
+  REQUIRE(unneeded.kept_ahead.size() == 1);
+  CHECK(unneeded.kept_ahead[0] == ahead_path + "/checkpoint-epoch-000002-step-00000010.pt");
+  std::ofstream(ahead + "/checkpoint-epoch-000002-step-00000010.pt") << "on disk too now";
+  CHECK(sweep_memory_copies(root, SweepScope::kUnneeded).copies_removed == 1);
   CHECK_FALSE(fs::exists(ahead_path));
   CHECK(fs::exists(live_copy->path()));
 }

@@ -4,7 +4,8 @@
 # scripts/fuzz.sh runs, so that one build serves both) and runs under them, every report fatal:
 #   1. the unit tests
 #   2. the fuzz targets' seeds and kept inputs (test/fuzz)
-#   3. every workload on 2 ranks for a few steps with a checkpoint, then resumed from it
+#   3. every workload on 2 ranks for a few steps with a checkpoint, then resumed from it; and a run stopped
+#      by a signal resumed from its checkpoint's copy in memory
 #   4. every workload training on generated data in its published format (test/e2e/workloads_test.py)
 #   5. the bad-input corpus (test/e2e/bad_inputs.py)
 # Exit 0 only if every step passed with no sanitizer report. About 40 minutes on 2 cores (the build: 4).
@@ -50,7 +51,7 @@ if [[ $steps == *" 2 "* ]]; then
   bash test/fuzz/replay_test.sh "$build/test/dtrain_fuzz_replay" test/fuzz/inputs || failed "fuzz replay"
 fi
 if [[ $steps == *" 3 "* ]]; then
-  step "3. every workload: a checkpoint inside an epoch, then a resume from it"
+  step "3. every workload: a checkpoint inside an epoch, then a resume from it (and one from the copy in memory)"
   work=$(mktemp -d)
   for workload in $("$dtrain" --list-workloads | awk -F: '/^[a-z0-9-]+:/ { print $1 }'); do
     common=(--workload "$workload" --synthetic --device cpu --backend mpi --max-steps 4 --batch-size 4
@@ -63,6 +64,23 @@ if [[ $steps == *" 3 "* ]]; then
       tail -30 "$work/$workload.out"; failed "$workload"
     fi
   done
+  # The copy in memory's load path: a run stopped by SIGTERM keeps its newest checkpoint there (a private
+  # directory of this test's own), and the resume reads it from there.
+  memory=$work/memory
+  mkdir -m 1777 "$memory"
+  common=(--workload mnist --synthetic --device cpu --backend mpi --batch-size 4 --eval-samples 8 --progress off
+          --log-dir "$work/stopped" --run-name stopped --checkpoint-every-steps 2 --checkpoint-memory-dir "$memory")
+  "$dtrain" "${common[@]}" --epochs 1 --max-steps 100000 >"$work/stopped.out" 2>&1 &
+  job=$!
+  for _ in $(seq 1 1200); do ls "$memory"/dtrain-*/*/checkpoint-epoch-*.pt >/dev/null 2>&1 && break; sleep 0.1; done
+  kill -TERM "$job"
+  wait "$job"
+  if [ $? -eq 143 ] && "$dtrain" "${common[@]}" --epochs 1 --max-steps 4 --resume >>"$work/stopped.out" 2>&1 &&
+     grep -q "^resumed .*, the copy in memory" "$work/stopped.out"; then
+    echo "PASS: mnist stopped by SIGTERM, resumed from its copy in memory"
+  else
+    tail -30 "$work/stopped.out"; failed "mnist resumed from its copy in memory"
+  fi
   rm -rf "$work"
 fi
 if [[ $steps == *" 4 "* ]]; then

@@ -191,6 +191,10 @@ class Job final {
         registry_(registry),
         schema_(schema),
         joined_unix_s_(joined_unix_s) {}
+  // The stop watchdog's last words refer to this job: gone with it.
+  ~Job() { set_stop_last_words(nullptr); }
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
 
   int run(int argc, char** argv);
 

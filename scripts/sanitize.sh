@@ -74,8 +74,9 @@ if [[ $steps == *" 3 "* ]]; then
   job=$!
   for _ in $(seq 1 1200); do ls "$memory"/dtrain-*/*/checkpoint-epoch-*.pt >/dev/null 2>&1 && break; sleep 0.1; done
   kill -TERM "$job"
-  wait "$job"
-  if [ $? -eq 143 ] && "$dtrain" "${common[@]}" --epochs 1 --max-steps 4 --resume >>"$work/stopped.out" 2>&1 &&
+  stopped=0
+  wait "$job" || stopped=$?
+  if [ "$stopped" -eq 143 ] && "$dtrain" "${common[@]}" --epochs 1 --max-steps 4 --resume >>"$work/stopped.out" 2>&1 &&
      grep -q "^resumed .*, the copy in memory" "$work/stopped.out"; then
     echo "PASS: mnist stopped by SIGTERM, resumed from its copy in memory"
   else

@@ -403,8 +403,9 @@ EpochStats Trainer::run_epoch(int64_t epoch) {
       // Training normalises each batch by its own statistics, evaluation by the running ones: after few
       // or tiny batches (small images make 1x1 maps) those do not describe the data yet.
       what += ", while training's stayed finite: evaluation normalises with the BatchNorm layers' running statistics, "
-              "which " + std::to_string(stats.steps) + " training step(s) of " + std::to_string(config_.train.batch_size) +
-              " samples per rank have not yet fitted to the data";
+              "which after " + std::to_string(stats.steps) + " training step(s) of " +
+              std::to_string(config_.train.batch_size) + " samples per rank may not describe the data yet (or the "
+              "test data holds NaN or infinite values)";
     }
     throw non_finite(epoch, 0, 0, what);
   }

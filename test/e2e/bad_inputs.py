@@ -247,6 +247,12 @@ def cases(root, checkpoint):
         CONFIG, "BatchNorm(64) in training got input [1, 64, 1, 1]: one value per channel")
     add("graph: no such folder", ["--workload", "gcn", "--data-dir", f"{root}/no-graph"], DATA,
         f"the citation graph directory '{root}/no-graph' does not exist")
+    # A CIFAR-10 folder whose first batch file is a directory (an archive unpacked one level too deep).
+    os.makedirs(os.path.join(root, "cifar-nested", "data_batch_1.bin"), exist_ok=True)
+    add("cifar10: a batch name that is a directory", ["--workload", "cifar10", "--data-dir",
+                                                      os.path.join(root, "cifar-nested")], DATA,
+        f"CIFAR-10 batch file '{os.path.join(root, 'cifar-nested', 'data_batch_1.bin')}' is a directory, not one of "
+        "the dataset's binary files")
     os.makedirs(os.path.join(root, "images", "cat"), exist_ok=True)
     os.makedirs(os.path.join(root, "images", "dog"), exist_ok=True)
     add("image folder without images", ["--workload", "image-classifier", "--data-dir", os.path.join(root, "images"),

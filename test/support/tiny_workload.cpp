@@ -1,6 +1,7 @@
 #include "test/support/tiny_workload.h"
 
 #include <ATen/ATen.h>
+#include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
 
@@ -14,19 +15,24 @@ namespace {
 
 class TinyNet final : public Model {
  public:
-  TinyNet(double dropout, int64_t hidden)
+  TinyNet(double dropout, int64_t hidden, bool batchnorm)
       : fc1_(register_module("fc1", torch::nn::Linear(8, hidden))),
         dropout_(register_module("dropout", torch::nn::Dropout(dropout))),
-        fc2_(register_module("fc2", torch::nn::Linear(hidden, 4))) {}
+        fc2_(register_module("fc2", torch::nn::Linear(hidden, 4))) {
+    if (batchnorm) bn_ = register_module("bn", torch::nn::BatchNorm1d(hidden));
+  }
 
   at::Tensor forward(const at::Tensor& inputs) override {
-    return at::log_softmax(fc2_->forward(dropout_->forward(at::relu(fc1_->forward(inputs)))), 1);
+    at::Tensor hidden = fc1_->forward(inputs);
+    if (bn_) hidden = bn_->forward(hidden);
+    return at::log_softmax(fc2_->forward(dropout_->forward(at::relu(hidden))), 1);
   }
 
  private:
   torch::nn::Linear fc1_;
   torch::nn::Dropout dropout_;
   torch::nn::Linear fc2_;
+  torch::nn::BatchNorm1d bn_{nullptr};
 };
 
 class TinyWorkload final : public ClassifierWorkload {
@@ -35,7 +41,7 @@ class TinyWorkload final : public ClassifierWorkload {
   std::string name() const override { return "tiny"; }
   std::string data_format() const override { return "generated: 8 features, 4 classes"; }
   std::shared_ptr<Model> make_model(const WorkloadData&) const override {
-    auto model = std::make_shared<TinyNet>(options_.dropout, options_.hidden);
+    auto model = std::make_shared<TinyNet>(options_.dropout, options_.hidden, options_.batchnorm);
     if (options_.float64) return std::make_shared<Float64Model>(std::move(model));
     return model;
   }

@@ -18,6 +18,7 @@ struct TinyOptions {
   bool nan_test_inputs = false;            // every test input NaN
   int64_t nan_test_from = -1;              // >= 0: test inputs from this index on are NaN
   bool float64 = false;  // the model in float64 (test::Float64Model), for comparing runs of another order
+  bool batchnorm = false;  // a BatchNorm after the hidden layer: running statistics that evaluation uses
 };
 
 std::unique_ptr<ClassifierWorkload> make_tiny_workload(TinyOptions options = {});

@@ -284,3 +284,52 @@ TEST_CASE("the RunLogger writes every record kind of the run log", "[log][contra
                                             "epoch_end", "epoch_end", "samples", "finished_run", "warning",
                                             "run_end", "stopped", "error"});
 }
+
+TEST_CASE("a stop's console line says what was saved and where a resume continues", "[log][signals]") {
+  using Catch::Matchers::Contains;
+  test::TempDir dir;
+  const std::string run_dir = dir.file("run");
+  std::filesystem::create_directories(run_dir);
+  std::ostringstream console;
+  std::ostringstream progress;
+  {
+    LogOptions options;
+    RunLogger logger(options, true, run_dir, console, progress);
+    logger.run_start(run_info(run_dir + "/checkpoints"));
+    StopRecord stop;
+    stop.signal = "SIGTERM";
+    stop.signal_number = 15;
+    logger.stopped(stop);  // before training, checkpoints on
+    stop.checkpoints = false;
+    logger.stopped(stop);  // before training, checkpoints off
+    stop.checkpoints = true;
+    stop.epoch = 2;
+    stop.step = 40;
+    stop.in_evaluation = true;
+    stop.saved = true;
+    stop.checkpoint = "ck/checkpoint-epoch-000002-step-00000040.pt";
+    logger.stopped(stop);
+    stop.in_evaluation = false;
+    stop.saved = false;
+    stop.at_once = "the stop after SIGTERM did not finish within checkpoint.stop_timeout_s (25 s)";
+    logger.stopped_at_once(stop);
+  }
+  const std::string text = console.str();
+  CHECK_THAT(text, Contains("stopped by SIGTERM (rank 0) before training: nothing trained yet, so nothing to save; "
+                            "the next start begins the run"));
+  CHECK_THAT(text, Contains("stopped by SIGTERM (rank 0) before training: no checkpoint saved (checkpoint.enabled is false)"));
+  CHECK_THAT(text, Contains("stopped by SIGTERM (rank 0) during the evaluation of epoch 2 (its 40 steps trained): checkpoint "
+                            "ck/checkpoint-epoch-000002-step-00000040.pt saved; --resume continues there with the "
+                            "epoch's evaluation"));
+  std::ifstream in(std::filesystem::path(run_dir) / "events.jsonl");
+  std::vector<JsonRecord> stops;
+  for (std::string line; std::getline(in, line);) {
+    JsonRecord record = JsonRecord::parse(line);
+    if (record.at("event").get<std::string>() == "stopped") stops.push_back(record);
+  }
+  REQUIRE(stops.size() == 4);
+  CHECK(stops[2].at("in_evaluation").get<bool>());
+  CHECK_FALSE(stops[1].contains("at_once"));
+  CHECK(stops[3].at("at_once").get<std::string>() == "the stop after SIGTERM did not finish within checkpoint.stop_timeout_s (25 s)");
+  CHECK_FALSE(stops[3].at("saved").get<bool>());
+}

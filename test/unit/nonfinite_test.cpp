@@ -138,8 +138,22 @@ TEST_CASE("a non-finite test loss stops the run before its checkpoint", "[train]
   test::TinyOptions options;
   options.nan_test_inputs = true;
   auto workload = test::make_tiny_workload(options);
-  CHECK_THAT(test::training_error<NonFiniteError>(config, *workload), Contains("epoch 1: evaluation after the epoch gave a NaN"));
+  const std::string error = test::training_error<NonFiniteError>(config, *workload);
+  CHECK_THAT(error, Contains("epoch 1: evaluation after the epoch gave a NaN"));
+  // Skipping training steps would not help an evaluation; and without BatchNorm there is nothing to say
+  // about running statistics.
+  CHECK_THAT(error, Contains("Train more steps before the evaluation, or lower the learning rate (0.05)") &&
+                        !Contains("skip-step") && !Contains("BatchNorm"));
   CHECK(checkpoint_names(config.checkpoint.dir).empty());
+
+  // With BatchNorm, whose running statistics evaluation uses instead of each batch's own: the message says
+  // so (small images and few steps gave ResNets an infinite test loss, blamed on the learning rate).
+  options.batchnorm = true;
+  CHECK_THAT(test::training_error<NonFiniteError>(config, *test::make_tiny_workload(options)),
+             Contains("evaluation after the epoch gave a NaN or infinite test loss, while training's stayed finite: "
+                      "evaluation normalises with the BatchNorm layers' running statistics, which after 16 training "
+                      "step(s) of 16 samples per rank may not describe the data yet (or the test data holds NaN or "
+                      "infinite values)"));
 }
 
 TEST_CASE("a checkpoint is never written from non-finite parameters", "[checkpoint][nonfinite]") {

@@ -95,6 +95,9 @@ check_job() {  # check_job ID WHAT METRIC: the job completed with exit 0 and pri
     { echo "FAIL: $what: expected 2 per-epoch metric lines"; failures=$((failures + 1)); }
   grep -q "world size 2" "$out" || { echo "FAIL: $what: the ranks did not form one world of size 2"; failures=$((failures + 1)); }
   grep -qE "^real[[:space:]]" "$out" || { echo "FAIL: $what: no 'real' line from time"; failures=$((failures + 1)); }
+  # The end of a job that is not requeued removes the node's checkpoint copies in memory that are not needed.
+  grep -qE "^dtrain: removed [0-9]+ checkpoint copies in memory" "$out" ||
+    { echo "FAIL: $what: the job's end did not run dtrain --remove-memory-copies"; cat "$out"; failures=$((failures + 1)); }
 }
 cd "$root"  # as users submit: from the project root (satori.sbatch finds dtrain.sbatch there)
 job=$(submit deploy/slurm/dtrain.sbatch -- --workload mnist --max-steps 3 --eval-samples 1000) || die "sbatch failed"

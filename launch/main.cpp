@@ -508,9 +508,7 @@ void Job::retire_memory_copy_after_failure() {
   if (!memory_checkpoints_) return;
   const std::string note = retire_memory_copy(memory_root(memory_checkpoints_->memory_dir), memory_checkpoints_->dir);
   memory_checkpoints_.reset();
-  if (note.empty()) return;
-  std::cerr << "dtrain: note: " << note << std::endl;
-  if (RunLogger* logger = log_sink_.load()) logger->warning(note);
+  if (!note.empty()) warn(note);
 }
 
 int Job::fail_together(const Failure& failure) {

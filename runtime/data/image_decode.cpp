@@ -223,7 +223,12 @@ ImageSize read_image_size(const std::string& path) {
     if (in.bad()) throw DataError("cannot read image '" + path + "': read error");
     header = jpeg_header(handle.get(), bytes);
   }
-  if (!header) throw DataError("cannot decode JPEG image '" + path + "': " + tjGetErrorStr2(handle.get()));
+  if (!header) {
+    // A copy cut inside its header (before the scan) is said as such rather than as the decoder's symptom.
+    const std::string problem = tjGetErrorStr2(handle.get());
+    check_image_end(in, path, false);
+    throw DataError("cannot decode JPEG image '" + path + "': " + problem);
+  }
   check_size("JPEG", path, header->width, header->height);
   check_image_end(in, path, false);
   return ImageSize{header->height, header->width};

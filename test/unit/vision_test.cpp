@@ -517,3 +517,19 @@ TEST_CASE("an image cut short after its header is found at start-up", "[vision][
   CHECK_THROWS_WITH(read_image_size(dir.file("b.png")),
                     Contains("image '" + dir.file("b.png") + "' is cut short: it ends without its IEND chunk"));
 }
+
+TEST_CASE("a JPEG cut inside its header is said to be cut short, not only undecodable", "[vision][data]") {
+  test::TempDir dir;
+  write_jpeg(dir.file("a.jpg"), 64, 64, pattern(64, 64, 1));
+  const std::string whole = contents_of(dir.file("a.jpg"));
+  const size_t scan = whole.find("\xff\xda");  // the start of scan: everything before it is header
+  REQUIRE(scan != std::string::npos);
+  std::ofstream(dir.file("a.jpg"), std::ios::binary | std::ios::trunc) << whole.substr(0, scan);
+  CHECK_THROWS_WITH(read_image_size(dir.file("a.jpg")),
+                    Contains("image '" + dir.file("a.jpg") + "' is cut short: it ends without its end-of-image marker"));
+  // A whole file whose header is damaged stays a decode error.
+  std::string damaged = whole;
+  damaged.replace(scan, 2, "\xff\x01");
+  std::ofstream(dir.file("a.jpg"), std::ios::binary | std::ios::trunc) << damaged;
+  CHECK_THROWS_WITH(read_image_size(dir.file("a.jpg")), Contains("cannot decode JPEG image '" + dir.file("a.jpg") + "'"));
+}

@@ -19,6 +19,8 @@ full=""
 cleanup() {
   [ -n "$full" ] && umount "$full" 2>/dev/null
   rm -rf "$work"
+  # The copies in memory of runs killed on purpose here: their checkpoint directories are gone now.
+  "$dtrain" --remove-memory-copies >/dev/null 2>&1
 }
 trap cleanup EXIT
 cd "$work"
@@ -439,7 +441,7 @@ run_np 2 "${fast[@]}" --epochs 4 --lr 1e30 --resume --log-dir logs8 --checkpoint
 rc=$?
 if [ "$rc" -eq 4 ] && [ "$(errors_in err8.txt)" -eq 1 ] && ! grep -q "MPI_ABORT" err8.txt &&
    grep -q "epoch 3, step [0-9]*: the loss or the averaged gradients are NaN or infinite" err8.txt &&
-   ! grep -q "metricValue: -\?nan" out8.txt && [ "$(ls ck8)" = "$(printf 'checkpoint-epoch-000001.pt\ncheckpoint-epoch-000002.pt')" ] &&
+   ! grep -q "metricValue: -\?nan" out8.txt && [ "$(ls ck8 | grep -vx run_id)" = "$(printf 'checkpoint-epoch-000001.pt\ncheckpoint-epoch-000002.pt')" ] &&
    [ "$(tail -n 1 logs8/*/events.jsonl | grep -c '"event":"error"')" -eq 1 ]; then
   pass "a NaN loss stops every rank at one step (exit 4) and keeps the good checkpoints"
 else
@@ -447,7 +449,8 @@ else
 fi
 
 # 9. A full disk: the run log's directory on a full 64 KiB tmpfs, then checkpoints (about 14 MB each)
-#    on an empty one. Each is one clear error naming the file and ENOSPC, exit 5, and no partial file.
+#    on an empty one. Each is one clear error naming the file and ENOSPC, exit 5, and no partial file; the
+#    checkpoint's copy in memory, then the only whole one, is kept and said so once.
 full="$work/full"
 mkdir -p "$full"
 if mount -t tmpfs -o size=64k tmpfs "$full" 2>mount.err; then
@@ -462,7 +465,8 @@ if mount -t tmpfs -o size=64k tmpfs "$full" 2>mount.err; then
   if [ "$rc_log" -eq 5 ] && grep -q "cannot write '$full/logs/.*': No space left on device" err9a.txt &&
      [ -z "$leftover_log" ] && ! grep -q "Train Epoch" out9a.txt &&
      [ "$rc_ck" -eq 5 ] && grep -q "cannot write '$full/ck/checkpoint-epoch-000001.pt.tmp': No space left on device" err9b.txt &&
-     [ -z "$(ls -A "$full/ck" | grep -vx '.dtrain.lock')" ] &&
+     [ -z "$(ls -A "$full/ck" | grep -vxe '.dtrain.lock' -e run_id)" ] &&
+     [ "$(grep -c "is only in this node's memory" err9b.txt)" -eq 1 ] &&
      grep -q '"event":"error".*No space left on device' logs9/*/events.jsonl; then
     pass "a full disk is one clear error (exit 5) before training, or at the checkpoint, with no partial file"
   else

@@ -140,9 +140,11 @@ faults() {
     --rdzv_conf last_call_timeout=3 -- "$dtrain" "${fast[@]}" --max-steps 120 --comm-timeout-s "$timeout_s" \
     --log-dir "$work/el" --checkpoint-dir "$work/el-ck" --checkpoint-every-steps 10 >"$work/el.out" 2>&1 &
   local launch=$!
-  sleep 14
+  # The cut comes once a checkpoint is on disk (a fixed delay raced the start-up on a loaded machine).
+  local deadline=$((SECONDS + 120))
+  while [ $SECONDS -lt $deadline ] && ! compgen -G "$work/el-ck/checkpoint-epoch-*.pt" >/dev/null; do sleep 0.5; done
   bash "$cluster" link node3 down
-  local deadline=$((SECONDS + 200))
+  deadline=$((SECONDS + 200))
   while [ $SECONDS -lt $deadline ] && ! grep -q "done: 1 epoch" "$work/el.out"; do sleep 1; done
   if grep -q "done: 1 epoch" "$work/el.out" &&
      grep -q '"event":"resume".*"from_world_size":3,"world_size":2' "$work"/el/*/events.jsonl &&

@@ -176,13 +176,14 @@ wait "$job"
 rc=$?
 leftovers
 # The run log still ends with the stop: a `stopped` record of a stop that could not wait, naming the
-# newest complete checkpoint.
+# newest complete checkpoint, and what rank 0 was waiting in: the step's gradients (training) or, where
+# the signal came before the step's end, the agreement to stop there (checkpointing).
 record_d=$(stopped_record logs-d)
 if ! kill -0 "$rank0" 2>/dev/null && awk -v t="$took" 'BEGIN { exit !(t < 5) }' &&
-   grep -q "did not finish within checkpoint.stop_timeout_s (2 s) (the run was training, epoch 2, step .*): exiting at once; the newest complete checkpoint is kept" d.out &&
+   grep -Eq "did not finish within checkpoint.stop_timeout_s \(2 s\) \(the run was (training|checkpointing), epoch 2, step .*\): exiting at once; the newest complete checkpoint is kept" d.out &&
    [ -f logs-d/*/checkpoints/checkpoint-epoch-000001.pt ] && no_tmp logs-d &&
    [[ "$record_d" == "SIGTERM 0 2 "*" false "*"/checkpoint-epoch-000001.pt" ]] &&
-   [[ "$(stopped_at_once logs-d)" == "the stop after SIGTERM did not finish within checkpoint.stop_timeout_s (2 s) (the run was training, epoch 2, step "* ]]; then
+   [[ "$(stopped_at_once logs-d)" =~ ^"the stop after SIGTERM did not finish within checkpoint.stop_timeout_s (2 s) (the run was "(training|checkpointing)", epoch 2, step " ]]; then
   pass "a stop that cannot finish (rank 1 frozen) ends rank 0 after --stop-timeout-s 2 (${took} s); epoch 1's checkpoint kept, the stop recorded"
 else
   fail "stop timeout (rank 0 took ${took} s; record '$record_d')"; cat d.out

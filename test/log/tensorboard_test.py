@@ -261,7 +261,9 @@ def check_dashboard(run_dir, ranks, shots):
                 text = driver.execute_script("return document.body.innerText")
                 # A group's header reads "epoch14 cards" in the page's text.
                 listed = {g: int(c) for g, c in re.findall(r"^([a-z_]+)\s*(\d+) cards?$", text, re.M)}
-                if listed.keys() >= groups.keys():
+                # The group headers come first, the cards' titles a moment later (on a loaded machine,
+                # seconds later): wait for both.
+                if listed.keys() >= groups.keys() and "epoch\n/busbw_gbps" in text:
                     break
                 time.sleep(1)
             expected = {g: len(tags) for g, tags in groups.items()}

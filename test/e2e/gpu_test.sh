@@ -6,14 +6,14 @@
 #   workloads   every workload beyond mnist takes bf16 steps on the GPU
 #   torchrun    NCCL through the c10d store: torchrun --standalone --nproc_per_node 1 trains; two workers
 #               on the host's one GPU are refused with dtrain's error, not a hang
-# Skips (exit 0, saying so) where this dtrain sees no GPU.
+# Skips (exit 77, CTest's skip, saying so) where this dtrain sees no GPU.
 # Usage: gpu_test.sh DTRAIN [PYTHON]   (PYTHON: an interpreter with torch, for torchrun; default python3)
 set -uo pipefail
 dtrain=$(realpath "$1")
 python=${2:-python3}
 if ! "$dtrain" --version 2>/dev/null | grep -q 'devices: cpu, cuda'; then
   echo "SKIP: no CUDA device visible to this dtrain ($("$dtrain" --version 2>&1 | head -n 1))"
-  exit 0
+  exit 77
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

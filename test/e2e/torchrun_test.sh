@@ -26,7 +26,7 @@ pass() { echo "PASS: $1"; }
 fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
 if [ ! -x "$torchrun" ]; then
   echo "SKIP: no torchrun at $torchrun (Debian: python3-torch)"
-  exit 0
+  exit 77
 fi
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 # A copy of the binary under this test's directory, so that cleanup can find every process it started.

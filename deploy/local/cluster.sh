@@ -29,6 +29,8 @@
 #                         agent (default --nnodes N --nproc_per_node 1, the spelling torchrun 1.13 and later accept)
 #   link NODE up|down     set a node's link up or down (a cable pulled, a switch port failing)
 #   shape NODE RATE       change one node's link rate (or "none")
+#   cpu NODE CORES        change one node's CPU share (a cluster made with --cpu): a slower node
+#   usage                 each node's CPU seconds since `up` (user, system) and the time its quota throttled it
 #   loss NODE FRACTION    change one node's packet loss (0: none)
 #   mtu NODE BYTES        change one node's MTU (an MTU mismatch)
 #   status                the nodes, their addresses, links and shaping
@@ -68,7 +70,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 set -- ${args[@]+"${args[@]}"}
-[ $# -ge 1 ] || die "no command (expected up, down, exec, mpirun, torchrun, link, shape, loss, mtu, status or hostfile)"
+[ $# -ge 1 ] || die "no command (expected up, down, exec, mpirun, torchrun, link, shape, cpu, loss, mtu, usage, status or hostfile)"
 command=$1
 shift
 case "$name" in ''|*[!a-z0-9-]*) die "--name '$name' must be lower-case letters, digits and -" ;; esac
@@ -171,44 +173,88 @@ cgroup_root() {
   fi
 }
 
-make_cgroups() {
-  local cores=$1 n=$2 root k period quota
-  awk -v c="$cores" 'BEGIN { exit !(c ~ /^[0-9]*\.?[0-9]+$/ && c > 0) }' || die "--cpu '$cores' must be a positive number of cores"
+# cgroup v1 mounts cpuacct apart from cpu (on some hosts): the node's CPU time is counted there, with
+# or without a quota, so that `usage` can say where each node's CPU went.
+acct_root() {
+  if [ -f /sys/fs/cgroup/cpuacct/cpuacct.usage ]; then
+    echo "/sys/fs/cgroup/cpuacct/dtrain-cluster-$name"
+  elif [ -f /sys/fs/cgroup/cpu/cpuacct.usage ]; then
+    echo "/sys/fs/cgroup/cpu/dtrain-cluster-$name"
+  fi
+}
+
+make_acct_cgroups() {
+  local n=$1 root k
+  root=$(acct_root)
+  [ -n "$root" ] || return 0
+  for k in $(seq 1 "$n"); do mkdir -p "$root/node$k"; done
+}
+
+# set_node_cpu K CORES: node K's CFS quota.
+set_node_cpu() {
+  local k=$1 cores=$2 root period quota
+  awk -v c="$cores" 'BEGIN { exit !(c ~ /^[0-9]*\.?[0-9]+$/ && c > 0) }' || die "cpu share '$cores' must be a positive number of cores"
   root=$(cgroup_root)
-  [ -n "$root" ] || die "--cpu needs cgroup v1's cpu controller or cgroup v2; neither is mounted"
   # The shortest period whose quota the kernel takes (quotas start at 1 ms), not CFS's usual 100 ms: a
   # node out of quota stops, peers in a collective wait for it, and with 100 ms periods every allreduce
   # waited out whole periods (mnist at 0.25 cores: 0.75 s per step at 4 nodes, 0.44 s at 8). A short
   # period makes the share a steady quarter core rather than 25 ms of every 100.
   period=$(awk -v c="$cores" 'BEGIN { p = 1000 / c; if (p < 1000) p = 1000; if (p > 100000) p = 100000; printf "%.0f", p }')
   quota=$(awk -v c="$cores" -v p="$period" 'BEGIN { printf "%.0f", c * p }')
+  mkdir -p "$root/node$k"
+  if [ -f "$root/node$k/cpu.max" ]; then
+    echo "$quota $period" >"$root/node$k/cpu.max"
+  else
+    # Lower the quota before the period and raise it after, so that the pair is valid at every moment.
+    echo "$quota" >"$root/node$k/cpu.cfs_quota_us" 2>/dev/null || true
+    echo "$period" >"$root/node$k/cpu.cfs_period_us"
+    echo "$quota" >"$root/node$k/cpu.cfs_quota_us"
+  fi
+}
+
+make_cgroups() {
+  local cores=$1 n=$2 root k
+  awk -v c="$cores" 'BEGIN { exit !(c ~ /^[0-9]*\.?[0-9]+$/ && c > 0) }' || die "--cpu '$cores' must be a positive number of cores"
+  root=$(cgroup_root)
+  [ -n "$root" ] || die "--cpu needs cgroup v1's cpu controller or cgroup v2; neither is mounted"
   mkdir -p "$root"
   if [ -f "$(dirname "$root")/cgroup.controllers" ]; then  # v2: delegate the cpu controller downwards
     echo +cpu >"$(dirname "$root")/cgroup.subtree_control" 2>/dev/null || true
     echo +cpu >"$root/cgroup.subtree_control" || die "cannot enable the cpu controller in $root"
   fi
-  for k in $(seq 1 "$n"); do
-    mkdir -p "$root/node$k"
-    if [ -f "$root/node$k/cpu.max" ]; then
-      echo "$quota $period" >"$root/node$k/cpu.max"
-    else
-      echo "$period" >"$root/node$k/cpu.cfs_period_us"
-      echo "$quota" >"$root/node$k/cpu.cfs_quota_us"
-    fi
-  done
+  for k in $(seq 1 "$n"); do set_node_cpu "$k" "$cores"; done
 }
 
 remove_cgroups() {
   local root k
-  root=$(cgroup_root)
-  [ -n "$root" ] && [ -d "$root" ] || return 0
-  for k in "$root"/node*; do
-    [ -d "$k" ] || continue
-    # Processes still in it (a launch that outlived `down`) move back to the parent's parent.
-    while read -r pid; do echo "$pid" >"$(dirname "$root")/cgroup.procs" 2>/dev/null || true; done <"$k/cgroup.procs"
-    rmdir "$k" 2>/dev/null || true
+  for root in "$(cgroup_root)" "$(acct_root)"; do
+    [ -n "$root" ] && [ -d "$root" ] || continue
+    for k in "$root"/node*; do
+      [ -d "$k" ] || continue
+      # Processes still in it (a launch that outlived `down`) move back to the parent's parent.
+      while read -r pid; do echo "$pid" >"$(dirname "$root")/cgroup.procs" 2>/dev/null || true; done <"$k/cgroup.procs"
+      rmdir "$k" 2>/dev/null || true
+    done
+    rmdir "$root" 2>/dev/null || true
   done
-  rmdir "$root" 2>/dev/null || true
+}
+
+# node_cpu_usage K: "user_s system_s throttled_s" of node K's processes since `up` (0 where not counted).
+node_cpu_usage() {
+  local k=$1 acct quota_root
+  acct=$(acct_root)
+  quota_root=$(cgroup_root)
+  local user=0 system=0 throttled=0
+  if [ -n "$acct" ] && [ -f "$acct/node$k/cpuacct.stat" ]; then
+    # USER_HZ ticks.
+    read -r user system < <(awk -v hz="$(getconf CLK_TCK)" '/^user/ {u = $2 / hz} /^system/ {s = $2 / hz} END {print u, s}' "$acct/node$k/cpuacct.stat")
+  elif [ -n "$quota_root" ] && [ -f "$quota_root/node$k/cpu.stat" ] && grep -q '^user_usec' "$quota_root/node$k/cpu.stat"; then
+    read -r user system < <(awk '/^user_usec/ {u = $2 / 1e6} /^system_usec/ {s = $2 / 1e6} END {print u, s}' "$quota_root/node$k/cpu.stat")
+  fi
+  if [ -n "$quota_root" ] && [ -f "$quota_root/node$k/cpu.stat" ]; then
+    throttled=$(awk '/^throttled_time/ {t = $2 / 1e9} /^throttled_usec/ {t = $2 / 1e6} END {print t + 0}' "$quota_root/node$k/cpu.stat")
+  fi
+  echo "$user $system $throttled"
 }
 
 # --- up and down --------------------------------------------------------------------------------------
@@ -315,6 +361,7 @@ cluster_up() {
     [ "$loss" = 0 ] || loss_node "$k" "$loss"
   done
   [ -z "$cpu" ] || make_cgroups "$cpu" "$n"
+  make_acct_cgroups "$n"
   echo "$n" >"$state/nodes"
   trap - EXIT
   say "up: $n nodes (node1..node$n) on $(cluster_if_for "$overlay"); link ${rate/none/unshaped}, MTU $mtu$(
@@ -332,9 +379,9 @@ node_exec() {
   ns=$(node_ns "$k")
   iface=$(cluster_if)
   root=$(cgroup_root)
-  if [ "$(setting cpu)" != none ] && [ -n "$root" ] && [ -d "$root/node$k" ]; then
-    echo $$ >"$root/node$k/cgroup.procs"
-  fi
+  if [ -n "$root" ] && [ -d "$root/node$k" ]; then echo $$ >"$root/node$k/cgroup.procs"; fi
+  root=$(acct_root)
+  if [ -n "$root" ] && [ -d "$root/node$k" ]; then echo $$ >"$root/node$k/cgroup.procs"; fi
   export OMPI_MCA_btl_tcp_if_include=$iface OMPI_MCA_oob_tcp_if_include=$iface GLOO_SOCKET_IFNAME=$iface
   export DTRAIN_CLUSTER=$name
   # Not `ip netns exec`: it mounts a fresh /sys, which hides /sys/fs/cgroup, where dtrain reads the CPU
@@ -448,6 +495,15 @@ case "$command" in
     k=$(node_index "$1")
     case "$2" in up|down) ;; *) die "link: expected up or down, got '$2'" ;; esac
     ip -n "$(node_ns "$k")" link set eth0 "$2" ;;
+  cpu)
+    need_root
+    [ $# -eq 2 ] || die "cpu: expected NODE CORES"
+    [ "$(setting cpu)" != none ] || die "cpu: the cluster was made without --cpu; make it with up N --cpu CORES"
+    set_node_cpu "$(node_index "$1")" "$2" ;;
+  usage)
+    n=$(nodes)
+    echo "node user_s system_s throttled_s"
+    for k in $(seq 1 "$n"); do echo "node$k $(node_cpu_usage "$k")"; done ;;
   shape) need_root; [ $# -eq 2 ] || die "shape: expected NODE RATE"; shape_node "$(node_index "$1")" "$2" ;;
   loss) need_root; [ $# -eq 2 ] || die "loss: expected NODE FRACTION"; loss_node "$(node_index "$1")" "$2" ;;
   mtu)
@@ -459,5 +515,5 @@ case "$command" in
   hostfile) nodes >/dev/null; echo "$state/hostfile" ;;
   agent) [ -n "${DTRAIN_CLUSTER_AGENT:-}" ] || die "'agent' is for Open MPI's rsh launcher only"; rsh_agent "$@" ;;
   *)
-    die "unknown command '$command' (expected up, down, exec, mpirun, torchrun, link, shape, loss, mtu, status or hostfile)" ;;
+    die "unknown command '$command' (expected up, down, exec, mpirun, torchrun, link, shape, cpu, loss, mtu, usage, status or hostfile)" ;;
 esac

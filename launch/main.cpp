@@ -317,6 +317,7 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
   setup.backend = backend;
   setup.cuda_device = cuda_device;
   setup.wait = wait;
+  setup.wait.active = config.comm.wait == WaitPolicy::kActive;
   setup.on_fatal = [this](const CommError& error) { fail_alone(failure_from(error)); };
   std::unique_ptr<Communicator> comm = make_communicator(setup, session_);
   ReducerOptions reducer_options;
@@ -392,6 +393,7 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
   info.checkpoint_dir = run_config.checkpoint.dir;
   info.world_size = session_.world_size();
   info.hosts = session_.unique_hosts();
+  info.rank_hosts = session_.hostnames();
   info.ranks_per_host = ranks_per_host(session_);
   info.backend = comm->backend_name();
   info.device = compute_device.str();

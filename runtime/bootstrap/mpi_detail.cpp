@@ -1,6 +1,9 @@
 #include "runtime/bootstrap/mpi_detail.h"
 
 #include <sched.h>
+#include <time.h>
+
+#include <algorithm>
 
 #include <sstream>
 
@@ -27,25 +30,40 @@ ErrorOrigin mpi_origin() {
   return origin;
 }
 
+void throw_wait_timeout(const WaitOptions& wait, const std::string& what) {
+  std::ostringstream os;
+  os << what << " did not complete within " << wait.timeout_s << " s (comm.timeout_s)";
+  const std::string peers = wait.explain_stall ? wait.explain_stall() : "";
+  os << "; " << (peers.empty() ? "a peer rank is dead, stuck or far behind" : peers);
+  throw CommError(mpi_origin(), os.str());
+}
+
 void wait_mpi_request(MPI_Request* request, const WaitOptions& wait, const std::string& what) {
   Stopwatch watch;
   WaitScope scope(wait.activity, what);
-  // MPI_Test drives progress like MPI_Wait does; checking the clock every few thousand polls keeps the
-  // timeout from adding measurable latency to small collectives.
+  // Open MPI moves a non-blocking collective's data only inside MPI calls, and MPI_Wait itself spins, so
+  // a rank waiting for a slower peer or a slow link would burn its CPU share (a pod's quota) doing
+  // nothing. This wait polls without pause for its first microseconds, where small collectives end, then
+  // sleeps between polls, doubling the pause up to kMaxPause. The kernel keeps sending and receiving
+  // what MPI handed it while the thread sleeps, so the pause delays only the next round of the
+  // collective's schedule. Measured on deploy/local/cluster.sh (docs/benchmarks.md). comm.wait active
+  // polls throughout, yielding the core only every few thousand polls.
+  constexpr double kSpin = 50e-6;
+  constexpr long kFirstPauseNs = 10'000;
+  constexpr long kMaxPauseNs = 250'000;
+  long pause_ns = kFirstPauseNs;
   for (unsigned polls = 1;; ++polls) {
     int done = 0;
     DTRAIN_MPI_CHECK(MPI_Test(request, &done, MPI_STATUS_IGNORE));
     if (done) return;
-    if (polls % 4096 == 0) {
-      if (watch.elapsed_s() > wait.timeout_s) {
-        std::ostringstream os;
-        os << what << " did not complete within " << wait.timeout_s << " s (comm.timeout_s)";
-        const std::string peers = wait.explain_stall ? wait.explain_stall() : "";
-        os << "; " << (peers.empty() ? "a peer rank is dead, stuck or far behind" : peers);
-        throw CommError(mpi_origin(), os.str());
-      }
-      // With more ranks than cores, give the core to a peer that still has to reach the collective.
-      sched_yield();
+    const double waited = polls % 64 == 0 || pause_ns > kFirstPauseNs ? watch.elapsed_s() : 0.0;
+    if (waited > wait.timeout_s) throw_wait_timeout(wait, what);
+    if (wait.active) {
+      if (polls % 4096 == 0) sched_yield();  // with more ranks than cores, let a peer reach the collective
+    } else if (waited > kSpin || pause_ns > kFirstPauseNs) {
+      const timespec pause{0, pause_ns};
+      nanosleep(&pause, nullptr);
+      pause_ns = std::min(2 * pause_ns, kMaxPauseNs);
     }
   }
 }

@@ -19,6 +19,9 @@ ErrorOrigin mpi_origin();  // this process's rank and the job size; unknown befo
 // peer fails this rank instead of hanging it.
 void wait_mpi_request(MPI_Request* request, const WaitOptions& wait, const std::string& what);
 
+// Throws the CommError of a wait for `what` that passed wait.timeout_s, with the peers' account.
+[[noreturn]] void throw_wait_timeout(const WaitOptions& wait, const std::string& what);
+
 }  // namespace dtrain::detail
 
 // Throws CommError "[rank r/n] MPI_Allreduce(...) failed (<MPI message>), file.cpp:42".

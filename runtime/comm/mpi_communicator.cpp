@@ -4,14 +4,19 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
+#include <algorithm>
+#include <chrono>
 #include <climits>
 
 #include "runtime/bootstrap/mpi_detail.h"
+#include "runtime/comm/mpi_progress.h"
+#include "runtime/util/timer.h"
 
 namespace dtrain {
 
 struct MpiCommunicator::Impl {
   MPI_Comm comm = MPI_COMM_NULL;
+  std::unique_ptr<detail::MpiProgress> progress;  // started by the first allreduce_async
   MPI_Op bfloat16_sum = MPI_OP_NULL;  // MPI has no 16-bit float types: sums of raw 16-bit words
   MPI_Op half_sum = MPI_OP_NULL;
 };
@@ -65,15 +70,16 @@ at::Tensor host_copy(const at::Tensor& tensor) {
 
 class MpiWork final : public Work {
  public:
-  // `tensor` is the host buffer MPI reduces into; `device_tensor`, if defined, receives the result.
+  // `tensor` is the host buffer MPI reduces into; `device_tensor`, if defined, receives the result. The
+  // progress thread tests `request` and says when it is done.
   MpiWork(at::Tensor tensor, at::Tensor device_tensor, ReduceOp op, int world_size, const WaitOptions& wait,
-          MPI_Request request)
+          std::shared_ptr<detail::MpiRequest> request)
       : tensor_(std::move(tensor)),
         device_tensor_(std::move(device_tensor)),
         op_(op),
         world_size_(world_size),
         wait_(wait),
-        request_(request) {}
+        request_(std::move(request)) {}
 
   ~MpiWork() override {
     // Only an error path destroys an unfinished work, typically while a peer is dead or stuck, so waiting
@@ -84,20 +90,39 @@ class MpiWork final : public Work {
 
   bool is_completed() override {
     if (finished_) return true;
-    int done = 0;
-    DTRAIN_MPI_CHECK(MPI_Test(&request_, &done, MPI_STATUS_IGNORE));
-    if (done) finish();
-    return finished_;
+    {
+      std::lock_guard<std::mutex> lock(request_->mutex);
+      if (!request_->done) return false;
+    }
+    finish();
+    return true;
   }
 
   void wait() override {
     if (finished_) return;
-    detail::wait_mpi_request(&request_, wait_, "MPI_Iallreduce of " + std::to_string(tensor_.nbytes()) + " bytes");
+    const std::string what = "MPI_Iallreduce of " + std::to_string(tensor_.nbytes()) + " bytes";
+    WaitScope scope(wait_.activity, what);
+    Stopwatch watch;
+    {
+      // Blocks: the progress thread wakes it. The deadline is checked every second.
+      std::unique_lock<std::mutex> lock(request_->mutex);
+      while (!request_->done) {
+        const double left = wait_.timeout_s - watch.elapsed_s();
+        if (left <= 0) detail::throw_wait_timeout(wait_, what);
+        request_->completed.wait_for(lock, std::chrono::duration<double>(std::min(left, 1.0)));
+      }
+    }
     finish();
   }
 
  private:
   void finish() {
+    if (request_->error != MPI_SUCCESS) {
+      finished_ = true;  // the library failed the request: nothing will write into the buffer any more
+      const std::string call = "MPI_Test(MPI_Iallreduce of " + std::to_string(tensor_.nbytes()) + " bytes)";
+      detail::throw_call_error(detail::mpi_origin(), call.c_str(), detail::mpi_error_string(request_->error), __FILE__,
+                               __LINE__);
+    }
     finished_ = true;
     if (op_ == ReduceOp::kAverage && world_size_ > 1) tensor_.div_(world_size_);
     if (device_tensor_.defined()) device_tensor_.copy_(tensor_);
@@ -108,7 +133,7 @@ class MpiWork final : public Work {
   ReduceOp op_;
   int world_size_;
   const WaitOptions& wait_;  // the communicator's, which outlives its works
-  MPI_Request request_;
+  std::shared_ptr<detail::MpiRequest> request_;
   bool finished_ = false;
 };
 
@@ -128,6 +153,7 @@ MpiCommunicator::~MpiCommunicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
+  impl_->progress.reset();  // before the communicator it tests requests of
   if (impl_->bfloat16_sum != MPI_OP_NULL) MPI_Op_free(&impl_->bfloat16_sum);
   if (impl_->half_sum != MPI_OP_NULL) MPI_Op_free(&impl_->half_sum);
   if (impl_->comm != MPI_COMM_NULL) MPI_Comm_free(&impl_->comm);
@@ -143,9 +169,11 @@ std::unique_ptr<Work> MpiCommunicator::allreduce_checked(at::Tensor tensor, Redu
   MPI_Op sum = MPI_SUM;
   if (host.scalar_type() == at::kBFloat16) sum = impl_->bfloat16_sum;
   if (host.scalar_type() == at::kHalf) sum = impl_->half_sum;
-  MPI_Request request = MPI_REQUEST_NULL;
-  DTRAIN_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, host.data_ptr(), count, type, sum, impl_->comm, &request));
-  return std::make_unique<MpiWork>(std::move(host), std::move(device), op, world_size_, wait_, request);
+  auto request = std::make_shared<detail::MpiRequest>();
+  DTRAIN_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, host.data_ptr(), count, type, sum, impl_->comm, &request->request));
+  if (!impl_->progress) impl_->progress = std::make_unique<detail::MpiProgress>(wait_.active);
+  impl_->progress->add(request);
+  return std::make_unique<MpiWork>(std::move(host), std::move(device), op, world_size_, wait_, std::move(request));
 }
 
 void MpiCommunicator::broadcast_checked(at::Tensor& tensor, int root) {

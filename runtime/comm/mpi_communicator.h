@@ -1,6 +1,6 @@
 // Collectives over MPI on a private duplicate of MPI_COMM_WORLD, so nothing else can interleave messages
-// with them. Asynchronous allreduce is MPI_Iallreduce; progress is driven by Work::is_completed() polls
-// (the reducer polls from autograd hooks) and by wait(). CUDA tensors are staged through pinned host
+// with them. Asynchronous allreduce is MPI_Iallreduce, which a progress thread of the communicator's
+// drives while the caller computes (mpi_progress.h); Work::wait() blocks until that thread says it is done. CUDA tensors are staged through pinned host
 // buffers, so several ranks can share one GPU; 16-bit floats are summed by dtrain's own MPI ops.
 #pragma once
 

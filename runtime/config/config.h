@@ -26,6 +26,10 @@ enum class BootstrapKind { kAuto, kMpi, kEnv };  // how the ranks find each othe
 enum class DeviceKind { kAuto, kCpu, kCuda };
 enum class Precision { kFp32, kBf16, kFp16 };  // compute precision of forward/backward under autocast
 enum class Compression { kNone, kBf16 };        // wire format of gradient buckets
+// How a rank waits for an MPI collective: passive tests it with short pauses between polls (the progress
+// thread of mpi_progress.h for the gradients) and blocks; active polls without pause, as Open MPI's own
+// MPI_Wait does, for nodes with a core to spare and the lowest latency.
+enum class WaitPolicy { kPassive, kActive };
 enum class NonFinitePolicy { kStop, kSkipStep };  // what a NaN/inf loss or gradient does to the run
 // When the world size changes between restarts: hold the global batch (per-rank batch = global / ranks)
 // or the per-rank batch. auto: global under torchrun's elastic agent, else per-rank.
@@ -92,6 +96,7 @@ struct CommOptions {
   // stopped ranks within seconds and about a lagging one after a fifth of it.
   double timeout_s = 300.0;
   Compression compress = Compression::kNone;  // bf16 halves the bytes of fp32 gradient buckets on the wire
+  WaitPolicy wait = WaitPolicy::kPassive;
 };
 
 // Training steps first..last of a run, counted from 1 across epochs; first == 0 means none.
@@ -194,6 +199,7 @@ const char* to_string(ElasticBatch policy);
 const char* to_string(DeviceKind kind);
 const char* to_string(Precision precision);
 const char* to_string(Compression compression);
+const char* to_string(WaitPolicy policy);
 const char* to_string(NonFinitePolicy policy);
 
 }  // namespace dtrain

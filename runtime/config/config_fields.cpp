@@ -104,6 +104,13 @@ const char* to_string(Compression compression) {
   }
   return "?";
 }
+const char* to_string(WaitPolicy policy) {
+  switch (policy) {
+    case WaitPolicy::kPassive: return "passive";
+    case WaitPolicy::kActive: return "active";
+  }
+  return "?";
+}
 
 namespace {
 
@@ -447,6 +454,13 @@ std::vector<ConfigField> build_fields() {
   f.push_back(enum_field<Compression>("comm.compress", "compress", "send fp32 gradient buckets as bf16 (half the bytes)",
                                       [](TrainConfig& c) -> Compression& { return c.comm.compress; },
                                       {Compression::kNone, Compression::kBf16}));
+  f.push_back(enum_field<WaitPolicy>("comm.wait", "comm-wait",
+                                     "how MPI collectives are waited for: passive (tested with short pauses, by a "
+                                     "progress thread for the gradients; waits block, the CPU stays with the "
+                                     "computation) or active (polled without pause: lowest latency, costs a core "
+                                     "while communicating); Gloo and NCCL waits always block",
+                                     [](TrainConfig& c) -> WaitPolicy& { return c.comm.wait; },
+                                     {WaitPolicy::kPassive, WaitPolicy::kActive}));
 
   f.push_back(string_field("log.dir", "log-dir", "directory that holds the run directories",
                            [](TrainConfig& c) -> std::string& { return c.log.dir; }, false));

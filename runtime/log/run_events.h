@@ -31,6 +31,7 @@ struct RunInfo {
   std::string checkpoint_dir;  // where its checkpoints go ("" without checkpoints)
   int world_size = 1;
   std::vector<std::string> hosts;  // unique, in rank order
+  std::vector<std::string> rank_hosts;  // each rank's host, indexed by rank
   int ranks_per_host = 1;          // largest number of ranks on one host
   std::string backend;
   std::string device;
@@ -145,6 +146,13 @@ struct EpochStats {
   double samples_per_s = 0.0;    // global training samples / train_s
   double comm_s = 0.0;           // rank 0's summed allreduce windows
   double exposed_comm_s = 0.0;   // rank 0's communication not hidden behind backward
+  double comm_wait_cpu_s = 0.0;  // rank 0's CPU seconds (all its threads) while it waited in exposed_comm_s
+  // Per rank (index = rank), all ranks' figures gathered at the epoch's end (runtime/monitor/rank_waits.h):
+  std::vector<double> exposed_comm_s_by_rank;
+  std::vector<double> comm_wait_cpu_s_by_rank;
+  // The share of the epoch's training time that the other ranks spent waiting for this rank: how much
+  // later than the earliest rank it reached the gradient allreduce, summed over the steps, over train_s.
+  std::vector<double> straggler_by_rank;
   int64_t bytes_allreduced = 0;  // per rank
   int64_t bytes_allreduced_per_step = 0;  // per rank: the gradient bytes one optimizer step averages
   double algbw_gbps = 0.0;  // bytes_allreduced / comm_s: the allreduce rate (GB/s) while buckets were in flight

@@ -68,6 +68,12 @@ JsonRecord epoch_record(const EpochStats& s) {
   if (s.mfu) record["mfu"] = *s.mfu;
   record["comm_s"] = s.comm_s;
   record["exposed_comm_s"] = s.exposed_comm_s;
+  record["comm_wait_cpu_s"] = s.comm_wait_cpu_s;
+  if (!s.straggler_by_rank.empty()) {
+    record["exposed_comm_s_by_rank"] = s.exposed_comm_s_by_rank;
+    record["comm_wait_cpu_s_by_rank"] = s.comm_wait_cpu_s_by_rank;
+    record["straggler_by_rank"] = s.straggler_by_rank;
+  }
   record["bytes_allreduced"] = s.bytes_allreduced;
   record["bytes_allreduced_per_step"] = s.bytes_allreduced_per_step;
   record["algbw_gbps"] = s.algbw_gbps;
@@ -155,7 +161,9 @@ void RunLogger::run_start(const RunInfo& info) {
   record["workload"] = info.workload;
   record["run_name"] = info.run_name;
   record["world_size"] = info.world_size;
+  record["runtime"] = "dtrain";  // what wrote the log: a study's peer (bench/peer/) writes its own name
   record["hosts"] = info.hosts;
+  if (!info.rank_hosts.empty()) record["rank_hosts"] = info.rank_hosts;
   record["ranks_per_host"] = info.ranks_per_host;
   record["backend"] = info.backend;
   record["device"] = info.device;

@@ -174,6 +174,7 @@ void TensorBoardWriter::epoch_end(const EpochStats& s) {
   if (s.mfu) add_scalar(summary, "epoch/mfu", *s.mfu);
   add_scalar(summary, "epoch/comm_s", s.comm_s);
   add_scalar(summary, "epoch/exposed_comm_s", s.exposed_comm_s);
+  add_scalar(summary, "epoch/comm_wait_cpu_s", s.comm_wait_cpu_s);
   add_scalar(summary, "epoch/busbw_gbps", s.busbw_gbps);
   add_scalar(summary, "epoch/net_tx_bytes_per_step", static_cast<double>(s.net_tx_bytes_per_step));
   add_scalar(summary, "epoch/net_rx_bytes_per_step", static_cast<double>(s.net_rx_bytes_per_step));

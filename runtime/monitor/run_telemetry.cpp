@@ -2,6 +2,7 @@
 
 #include "runtime/monitor/nvml.h"
 #include "runtime/monitor/peak_flops.h"
+#include "runtime/monitor/rank_waits.h"
 #include "runtime/util/strings.h"
 
 namespace dtrain {
@@ -11,15 +12,19 @@ namespace {
 // step to come round), then per sample for the rest.
 constexpr int64_t kFlopCountSteps = 8;
 
+// A rank that costs the others this share of the training time is named on the console.
+constexpr double kStragglerNote = 0.10;
+
 }  // namespace
 
-RunTelemetry::RunTelemetry(const TrainOptions& train, const Communicator& comm, RunLogger& logger, c10::Device device)
+RunTelemetry::RunTelemetry(const TrainOptions& train, Communicator& comm, RunLogger& logger, c10::Device device)
     : train_(train), comm_(comm), logger_(logger), device_(device), interfaces_(network_interfaces_from_environment()) {}
 
 void RunTelemetry::run_starting(RunInfo& info) {
   peak_tflops_ = resolve_peak_tflops();
   info.accelerator = accelerator_;
   info.peak_tflops = peak_tflops_;
+  rank_hosts_ = info.rank_hosts;
 }
 
 void RunTelemetry::run_started() {
@@ -72,6 +77,14 @@ void RunTelemetry::epoch_ending(EpochStats& stats) {
     const double n = comm_.world_size();
     stats.algbw_gbps = static_cast<double>(stats.bytes_allreduced) / stats.comm_s / 1e9;
     stats.busbw_gbps = stats.algbw_gbps * 2.0 * (n - 1.0) / n;
+  }
+  if (comm_.world_size() > 1) {
+    RankWaits waits = gather_rank_waits(comm_, stats.exposed_comm_s, stats.comm_wait_cpu_s, stats.train_s);
+    const std::string note = straggler_note(waits.straggler, rank_hosts_, kStragglerNote);
+    if (!note.empty()) logger_.info("epoch " + std::to_string(stats.epoch) + ": " + note);
+    stats.exposed_comm_s_by_rank = std::move(waits.exposed_comm_s);
+    stats.comm_wait_cpu_s_by_rank = std::move(waits.wait_cpu_s);
+    stats.straggler_by_rank = std::move(waits.straggler);
   }
   stats.flops_per_sample = counted_samples_ > 0 ? counted_flops_ / static_cast<double>(counted_samples_) : 0.0;
   stats.tflops_achieved = stats.flops_per_sample * stats.samples_per_s / 1e12;

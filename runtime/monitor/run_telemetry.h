@@ -1,7 +1,7 @@
 // The figures an epoch record carries beyond the loop's own: training FLOPs per sample (counted over the
 // run's first steps), achieved TFLOP/s and MFU against one device's peak (--peak-tflops, else the GPU's
 // data-sheet figure, peak_flops.h), rank 0's NIC bytes per step while training, and the allreduce's
-// algorithm and bus bandwidth. Also names the accelerator in the run_start record.
+// algorithm and bus bandwidth, and where the waiting went per rank (rank_waits.h). Also names the accelerator in the run_start record.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -22,7 +22,7 @@ namespace dtrain {
 
 class RunTelemetry final : public RunObserver {
  public:
-  RunTelemetry(const TrainOptions& train, const Communicator& comm, RunLogger& logger, c10::Device device);
+  RunTelemetry(const TrainOptions& train, Communicator& comm, RunLogger& logger, c10::Device device);
 
   void run_starting(RunInfo& info) override;
   void run_started() override;
@@ -38,12 +38,13 @@ class RunTelemetry final : public RunObserver {
   double resolve_peak_tflops();
 
   const TrainOptions& train_;
-  const Communicator& comm_;
+  Communicator& comm_;  // epoch_ending() gathers the ranks' waits
   RunLogger& logger_;
   c10::Device device_;
   std::vector<std::string> interfaces_;  // whose bytes count (network_interfaces_from_environment)
   NetBytes net_before_;
   NetBytes net_after_;
+  std::vector<std::string> rank_hosts_;
   std::string accelerator_;  // the GPU's product name, when NVML tells
   double peak_tflops_ = 0.0;
   std::string peak_note_;

@@ -168,7 +168,8 @@ void BucketedReducer::launch(size_t bucket) {
 }
 
 void BucketedReducer::poll_in_flight() {
-  // Lets backends that progress only inside library calls (MPI) move data while backward computes.
+  // Notes the buckets that are done (cheap: the backends progress on threads of their own, MPI's in
+  // mpi_progress.h), so finish_backward() waits only for the rest.
   while (first_unfinished_ < works_.size() && works_[first_unfinished_]->is_completed()) ++first_unfinished_;
 }
 
@@ -178,6 +179,7 @@ StepCommStats BucketedReducer::finish_backward() {
   StepCommStats stats;
   if (!sync_) return stats;
   Stopwatch exposed;
+  const double cpu_before = process_cpu_s();
   // Buckets of parameters that got no gradient this step (unused branches) still go out, in order, so the
   // collective sequence matches on every rank.
   while (next_launch_ < specs_.size()) launch(next_launch_++);
@@ -186,6 +188,7 @@ StepCommStats BucketedReducer::finish_backward() {
     if (wire_[b].defined()) buffers_[b].copy_(wire_[b]);
   }
   stats.exposed_comm_s = exposed.elapsed_s();
+  stats.wait_cpu_s = process_cpu_s() - cpu_before;
   stats.comm_s = since_first_launch_.elapsed_s();
   stats.buckets = static_cast<int64_t>(specs_.size());
   for (size_t b = 0; b < specs_.size(); ++b) stats.bytes_reduced += wire_[b].defined() ? wire_[b].nbytes() : specs_[b].bytes;

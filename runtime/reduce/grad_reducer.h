@@ -12,6 +12,7 @@ struct StepCommStats {
   int64_t bytes_reduced = 0;    // payload of the allreduces this step
   double comm_s = 0.0;          // from the first bucket's launch until every bucket had completed
   double exposed_comm_s = 0.0;  // part of comm_s after backward returned: communication backward did not hide
+  double wait_cpu_s = 0.0;      // CPU the process used during exposed_comm_s (all threads: polling, the library's work)
   int64_t buckets = 0;
 };
 

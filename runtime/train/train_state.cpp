@@ -111,6 +111,7 @@ void TrainState::backward(const at::Tensor& loss, const std::vector<std::string>
     comm_.bytes_reduced += stats.bytes_reduced;
     comm_.comm_s += stats.comm_s;
     comm_.exposed_comm_s += stats.exposed_comm_s;
+    comm_.wait_cpu_s += stats.wait_cpu_s;
     comm_.buckets += stats.buckets;
   }
 }

@@ -547,6 +547,7 @@ void Trainer::train_step(EpochRun& run, int64_t step, const Batch& batch, EpochS
   const StepCommStats comm = state_.take_comm_stats();
   stats.comm_s += comm.comm_s;
   stats.exposed_comm_s += comm.exposed_comm_s;
+  stats.comm_wait_cpu_s += comm.wait_cpu_s;
   stats.bytes_allreduced += comm.bytes_reduced;
   run.group_samples += batch.size;
   if (micro.last) {

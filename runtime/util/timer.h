@@ -36,6 +36,15 @@ inline double steady_now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// CPU seconds this process has used, all its threads (user + system). Over a wait, what the wait cost
+// the node: a wait that blocks adds the communication threads' real work, one that polls (in any
+// thread) adds its whole duration.
+inline double process_cpu_s() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
+
 // Seconds since 1970 (the system clock): comparable across the hosts of a job, not monotonic.
 inline double unix_now_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();

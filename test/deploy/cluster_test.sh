@@ -9,7 +9,11 @@
 #           survivors name the cut-off rank, resume at world size 2 and finish; 1% packet loss on one node ends with parameters
 #           identical to a run without loss; an MTU mismatch between nodes fails with a clear error or
 #           finishes, never hangs.
-# Usage: cluster_test.sh DTRAIN quick|faults. Exits 77 (CTest's skip) with the reason where namespaces
+#   comm    (CI, about a minute) 2 nodes at 200 Mbit/s and half a core: the waits for communication block
+#           and backward hides it (the CPU during the waits, from the run log), with comm.wait active as
+#           the control that must show polling; then node2 at a quarter core is named the straggler; and a
+#           2-node study with the PyTorch DDP peer and the emulator's floor, read by dtrain-report.
+# Usage: cluster_test.sh DTRAIN quick|faults|comm. Exits 77 (CTest's skip) with the reason where namespaces
 # cannot be made (not root, no iproute2).
 set -uo pipefail
 dtrain=$(readlink -f "$1")
@@ -194,10 +198,81 @@ for p in sys.argv[1:]:
   fi
 }
 
+# What communication costs the nodes, from the run logs: waits that block (CPU during the exposed waits
+# a small share of them and of the step), buckets that overlap backward, the control that polls and is
+# seen polling, and a node with half the CPU named as the straggler.
+comm() {
+  local steps=20 check="$root/test/deploy/check_comm_cost.py" data=/usr/share/datasets/fashion-mnist
+  [ -d "$data" ] || { echo "SKIP: the PyTorch peer reads the real Fashion-MNIST (Debian: dataset-fashion-mnist)"; exit 77; }
+  local -a run=(--workload mnist --synthetic --epochs 1 --max-steps "$steps" --eval-samples 64 --progress off
+                --log-interval 1000 --checkpoint=false)
+  # A slow link, so that communication is a large part of the step and its overlap shows.
+  up 2 --rate 200mbit --cpu 0.5
+  # 1. The default: passive waits, overlapped buckets.
+  if timeout 180 bash "$cluster" mpirun -- "$dtrain" "${run[@]}" --log-dir "$work/passive" >"$work/passive.out" 2>&1 &&
+     /usr/bin/python3 "$check" "$work/passive" passive >"$work/check.out"; then
+    pass "passive waits and overlap: $(cat "$work/check.out")"
+  else
+    fail "passive waits and overlap"; show "$work/passive.out"; cat "$work/check.out"
+  fi
+  # 2. The control: comm.wait active polls through the waits, and the same measure must see it.
+  if timeout 180 bash "$cluster" mpirun -- "$dtrain" "${run[@]}" --comm-wait active --log-dir "$work/active" \
+       >"$work/active.out" 2>&1 && /usr/bin/python3 "$check" "$work/active" active >"$work/check.out"; then
+    pass "control, comm.wait active: $(cat "$work/check.out")"
+  else
+    fail "control, comm.wait active"; show "$work/active.out"; cat "$work/check.out"
+  fi
+  # 3. node2 with half node1's CPU: rank 1 is the straggler, named in the run log and on the console.
+  bash "$cluster" cpu node2 0.25
+  if timeout 180 bash "$cluster" mpirun -- "$dtrain" "${run[@]}" --log-dir "$work/slow" >"$work/slow.out" 2>&1 &&
+     /usr/bin/python3 "$check" "$work/slow" slow 1 >"$work/check.out" &&
+     grep -q "rank 1 (node2) made the others wait" "$work/slow.out"; then
+    pass "node2 at half the CPU: $(cat "$work/check.out"); console: $(grep -o 'rank 1 (node2) made the others wait [0-9]*%' "$work/slow.out")"
+  else
+    fail "node2 at half the CPU is not named the straggler"; show "$work/slow.out"; cat "$work/check.out"
+  fi
+  check_logs "$work/slow"
+  # 4. A study with the PyTorch DDP peer and the emulator's floor, as docs/benchmarks.md runs it, read by
+  # dtrain-report: the reader of what the peer, the floor and the solo runs really write.
+  local study="$work/study"
+  if timeout 400 bash "$root/deploy/local/run_cluster_study.sh" --sizes 2 --reps 1 --rate 1gbit --cpu 0.5 \
+       --calibrate --floor --peer ddp --platform q --dtrain "$dtrain" --out "$study" -- --workload mnist \
+       --data-dir "$data" --epochs 1 --max-steps 4 --eval-samples 64 --checkpoint=false --progress off \
+       >"$work/study.out" 2>&1 &&
+     "$root/report/dtrain-report" "$study" --out "$work/report" >"$work/report.out" 2>&1 &&
+     /usr/bin/python3 - "$work/report" >"$work/check.out" <<'PY'
+import csv, sys
+out = sys.argv[1]
+rows = lambda name: list(csv.DictReader(open(f"{out}/{name}.csv")))  # noqa: E731
+peer, ranks, floor, model = rows("peer"), rows("ranks"), rows("floor"), rows("model")
+problems = []
+if not (len(peer) == 1 and peer[0]["peer"] == "pytorch-ddp" and float(peer[0]["speedup"]) > 0 and
+        float(peer[0]["dtrain_step_s"]) > 0 and float(peer[0]["peer_step_s"]) > 0):
+    problems.append(f"peer.csv: {peer}")
+if sorted((r["runtime"], r["rank"], r["host"]) for r in ranks) != [
+        ("dtrain", "0", "node1"), ("dtrain", "1", "node2"), ("pytorch-ddp", "0", "node1"), ("pytorch-ddp", "1", "node2")]:
+    problems.append(f"ranks.csv: {ranks}")
+if not (len(floor) == 1 and float(floor[0]["link_gbps"]) > 0.1 and float(floor[0]["host_stack_cpu_s_per_gb"]) > 0):
+    problems.append(f"floor.csv: {floor}")
+if sorted(r["runtime"] for r in model) != ["dtrain", "pytorch-ddp"] or any(float(r["contention"]) != 1.0 for r in model):
+    problems.append(f"model.csv: {model}")
+print("; ".join(problems) or
+      f"dtrain / DDP {float(peer[0]['speedup']):.2f} at 2 nodes, floor {float(floor[0]['floor_node_cpu_s_per_gb']):.2f} "
+      f"node CPU s per GB, model rows for both runtimes")
+sys.exit(1 if problems else 0)
+PY
+  then
+    pass "a study with the DDP peer and the emulator's floor, reported: $(cat "$work/check.out")"
+  else
+    fail "a study with the DDP peer and the emulator's floor"; show "$work/study.out" 40; cat "$work/report.out" "$work/check.out"
+  fi
+}
+
 case "$suite" in
   quick) quick ;;
   faults) faults ;;
-  *) echo "cluster_test: unknown suite '$suite' (expected quick or faults)"; exit 2 ;;
+  comm) comm ;;
+  *) echo "cluster_test: unknown suite '$suite' (expected quick, faults or comm)"; exit 2 ;;
 esac
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "all cluster checks passed"

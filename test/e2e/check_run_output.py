@@ -125,6 +125,17 @@ def main():
             fail("epoch_end communication figures: " + ", ".join(
                 f"{k}={event.get(k)}" for k in ("bytes_allreduced_per_step", "algbw_gbps", "busbw_gbps",
                                                 "net_tx_bytes_per_step", "net_rx_bytes_per_step")))
+        by_rank = [event.get(k) for k in ("exposed_comm_s_by_rank", "comm_wait_cpu_s_by_rank", "straggler_by_rank")]
+        if world > 1 and not (all(isinstance(v, list) and len(v) == world for v in by_rank) and
+                              event["exposed_comm_s_by_rank"][0] == event["exposed_comm_s"] and
+                              event["comm_wait_cpu_s_by_rank"][0] == event["comm_wait_cpu_s"] and
+                              min(by_rank[2]) == 0.0 and max(by_rank[2]) <= 1.0 and
+                              start.get("rank_hosts") and len(start["rank_hosts"]) == world):
+            fail("epoch_end per-rank waits: " + ", ".join(f"{k}={event.get(k)}" for k in (
+                "exposed_comm_s", "comm_wait_cpu_s", "exposed_comm_s_by_rank", "comm_wait_cpu_s_by_rank",
+                "straggler_by_rank")) + f", rank_hosts={start.get('rank_hosts')}")
+        if world == 1 and any(v is not None for v in by_rank):
+            fail("a run of one rank has no per-rank waits to compare")
         if abs(event["test_accuracy"] - accuracy) > 0.006:
             fail(f"console accuracy {accuracy} disagrees with the run log's {event['test_accuracy']}")
     if len(events[-1]["peak_rss_bytes"]) != start["world_size"]:

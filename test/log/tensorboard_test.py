@@ -49,7 +49,7 @@ failures = []
 
 # The run log's fields that dtrain writes to TensorBoard, per record kind (tensorboard_writer.h).
 EPOCH_FIELDS = ["lr", "epoch_s", "train_s", "eval_s", "samples_per_s", "tflops_achieved", "mfu", "comm_s",
-                "exposed_comm_s", "busbw_gbps", "net_tx_bytes_per_step", "net_rx_bytes_per_step"]
+                "exposed_comm_s", "comm_wait_cpu_s", "busbw_gbps", "net_tx_bytes_per_step", "net_rx_bytes_per_step"]
 SAMPLE_FIELDS = ["cpu_percent", "rss_bytes", "host_mem_used_bytes", "net_rx_bytes", "net_tx_bytes", "gpu_util_percent",
                  "gpu_mem_used_bytes", "gpu_mem_bw_util_percent", "gpu_power_w", "gpu_sm_clock_mhz"]
 METRIC = re.compile(r"^(train|test)_([a-z][a-z0-9_]*)$")

@@ -2,8 +2,12 @@
 
 #include <ATen/ATen.h>
 
+#include <chrono>
+#include <thread>
+
 #include "runtime/monitor/resource_poller.h"
 #include "runtime/util/error.h"
+#include "runtime/util/timer.h"
 #include "test/mpi/mpi_test_support.h"
 #include "test/support/gpu.h"
 
@@ -44,6 +48,51 @@ TEST_CASE("several asynchronous allreduces can be in flight at once", "[comm][mp
   for (int i = 0; i < 6; ++i) {
     const float expected = static_cast<float>(n * (n - 1) / 2 + n * i);
     CHECK(at::all(tensors[i] == expected).item<bool>());
+  }
+}
+
+TEST_CASE("a non-blocking allreduce completes while the caller computes, with no MPI call of its own",
+          "[comm][mpi]") {
+  // Open MPI moves a collective's data only inside MPI calls: without the communicator's progress thread,
+  // 16 MiB in several ring rounds would still be in flight after the caller's "backward" (a sleep).
+  auto comm = test::make_mpi_comm();
+  at::Tensor t = at::full({4 << 20}, static_cast<float>(comm->rank() + 1), at::kFloat);
+  comm->barrier();
+  std::unique_ptr<Work> work = comm->allreduce_async(t, ReduceOp::kSum);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const bool done_before_asked = work->is_completed();
+  work->wait();
+  const int n = comm->world_size();
+  CHECK(done_before_asked);
+  CHECK(at::all(t == static_cast<float>(n * (n + 1) / 2)).item<bool>());
+}
+
+// The process's CPU seconds while rank 0 waits `late_s` for the last rank to join an allreduce.
+static double cpu_while_waiting(bool active, double late_s) {
+  WaitOptions wait{120.0, nullptr, {}};
+  wait.active = active;
+  MpiCommunicator comm(test::session(), wait);
+  at::Tensor t = at::ones({1024}, at::kFloat);
+  comm.barrier();
+  if (comm.rank() == comm.world_size() - 1) std::this_thread::sleep_for(std::chrono::duration<double>(late_s));
+  const double before = process_cpu_s();
+  comm.allreduce(t, ReduceOp::kSum);
+  const double used = process_cpu_s() - before;
+  CHECK(at::all(t == static_cast<float>(comm.world_size())).item<bool>());
+  return used;
+}
+
+TEST_CASE("a rank waiting for a late peer leaves its CPU to others; comm.wait active polls", "[comm][mpi]") {
+  const double late_s = 0.5;
+  const double passive = cpu_while_waiting(false, late_s);
+  const double active = cpu_while_waiting(true, late_s);
+  auto comm = test::make_mpi_comm();
+  if (comm->rank() == 0) {
+    INFO("rank 0's CPU while waiting " << late_s << " s: passive " << passive << " s, active " << active << " s");
+    CHECK(passive < 0.2 * late_s);
+    // The control: the same measure sees a wait that polls (with some of the core lost to the peers on a
+    // machine with more ranks than cores).
+    CHECK(active > 0.3 * late_s);
   }
 }
 

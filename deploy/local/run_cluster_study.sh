@@ -4,7 +4,13 @@
 # repetition one launch of dtrain across it (mpirun, or torchrun with one agent per node), timed by
 # bash's `time`, into the study layout of docs/studies.md. With --calibrate, first an allreduce sweep of
 # the platform's network at the smallest size of 2 or more (calibration/allreduce-nNN.json), from which
-# dtrain-report's scaling model predicts every size.
+# dtrain-report's scaling model predicts every size. With --peer ddp, each repetition also runs PyTorch DDP
+# (bench/peer/mnist_ddp.py: gloo, the same model, optimizer, batch, data and threads) right after dtrain's,
+# so that noise hits both alike; the report sets their scaling figures side by side (peer.csv). With
+# --floor, the emulator's own cost: first what a byte between two nodes costs them (calibration/floor.json,
+# deploy/local/emulator_floor.py), then at each size every node training alone at once, with no
+# communication (calibration/solo-nNN-RUNTIME.json): what sharing this machine costs a node's compute as
+# nodes are added, which the report's scaling model takes as the floor under its prediction.
 #
 #   deploy/local/run_cluster_study.sh --sizes "1 2 4 8" --reps 3 --rate 1gbit --cpu 0.25 --calibrate \
 #     --platform bridge --out study/bridge -- --workload mnist --synthetic --max-steps 40
@@ -12,8 +18,10 @@
 #
 # Options: --sizes "1 2 4" (nodes, one rank each), --reps N, --out DIR, --platform NAME (label, default
 # cluster), --rate RATE, --mtu BYTES, --overlay none|vxlan, --cpu CORES (cluster.sh up's options),
-# --launcher mpirun|torchrun, --calibrate, --label KEY=VALUE (repeatable), --dtrain PATH, --timeout SECONDS
-# per run (default 3600), --keep-checkpoints. Everything after `--` goes to dtrain. Needs root.
+# --launcher mpirun|torchrun, --calibrate, --floor, --peer ddp, --label KEY=VALUE (repeatable), --dtrain PATH,
+# --timeout SECONDS per run (default 3600), --keep-checkpoints. Everything after `--` goes to dtrain (with
+# --peer, the mnist flags the peer mirrors: --workload mnist, --data-dir, --batch-size, --epochs,
+# --max-steps, --eval-samples, --threads, and dtrain's own --checkpoint, --progress, --backend). Needs root.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -34,6 +42,8 @@ overlay=none
 cpu=""
 launcher=mpirun
 calibrate=0
+floor=0
+peer=""
 dtrain=""
 timeout_s=3600
 keep_checkpoints=0
@@ -50,12 +60,14 @@ while [ $# -gt 0 ]; do
     --cpu) cpu=$2; shift 2 ;;
     --launcher) launcher=$2; shift 2 ;;
     --calibrate) calibrate=1; shift ;;
+    --floor) floor=1; shift ;;
+    --peer) peer=$2; shift 2 ;;
     --dtrain) dtrain=$2; shift 2 ;;
     --timeout) timeout_s=$2; shift 2 ;;
     --keep-checkpoints) keep_checkpoints=1; shift ;;
     --label) extra_labels+=("$2"); shift 2 ;;
     --) shift; break ;;
-    *) echo "$STUDY_RUNNER: unknown option '$1' (expected --sizes, --reps, --out, --platform, --rate, --mtu, --overlay, --cpu, --launcher, --calibrate, --label, --dtrain, --timeout, --keep-checkpoints, then -- and dtrain's flags)" >&2; exit 2 ;;
+    *) echo "$STUDY_RUNNER: unknown option '$1' (expected --sizes, --reps, --out, --platform, --rate, --mtu, --overlay, --cpu, --launcher, --calibrate, --floor, --peer, --label, --dtrain, --timeout, --keep-checkpoints, then -- and dtrain's flags)" >&2; exit 2 ;;
   esac
 done
 study_check_options "$out" "$sizes" "$reps" ${extra_labels[@]+"${extra_labels[@]}"} platform="$platform"
@@ -67,6 +79,36 @@ fi
 [ -n "$dtrain" ] && [ -x "$dtrain" ] || { echo "$STUDY_RUNNER: no dtrain binary (build it, or give --dtrain PATH)" >&2; exit 2; }
 dtrain=$(readlink -f "$dtrain")
 bench=$(dirname "$dtrain")/dtrain_allreduce_bench
+case "$peer" in ''|ddp) ;; *) echo "$STUDY_RUNNER: --peer must be ddp, got '$peer'" >&2; exit 2 ;; esac
+
+# peer_command ARGS...: the PyTorch DDP peer's command line for dtrain's ARGS (the flags it can mirror),
+# or an error naming the flag it cannot.
+peer_command() {
+  local -a cmd=(/usr/bin/python3 "$root/bench/peer/mnist_ddp.py")
+  local threads="" workload=""
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --workload) workload=$2; shift 2 ;;
+      --data-dir) cmd+=(--data-dir "$2"); shift 2 ;;
+      --batch-size) cmd+=(--batch-size "$2"); shift 2 ;;
+      --epochs) cmd+=(--epochs "$2"); shift 2 ;;
+      --max-steps) cmd+=(--max-steps "$2"); shift 2 ;;
+      --eval-samples) cmd+=(--test-samples "$2"); shift 2 ;;
+      --threads) threads=$2; shift 2 ;;
+      --checkpoint=*|--progress=*) shift ;;
+      --checkpoint|--progress|--backend) shift 2 ;;
+      *) echo "$STUDY_RUNNER: --peer ddp cannot mirror dtrain's '$1' (it mirrors --workload mnist, --data-dir, --batch-size, --epochs, --max-steps, --eval-samples, --threads)" >&2; return 2 ;;
+    esac
+  done
+  [ "$workload" = mnist ] || { echo "$STUDY_RUNNER: --peer ddp runs mnist only; give dtrain --workload mnist (and --data-dir: the peer reads MNIST-format files)" >&2; return 2; }
+  # dtrain's own choice where --threads is not given: one thread per whole core of the node's share.
+  [ -n "$threads" ] || threads=$(awk -v c="${cpu:-$(nproc)}" 'BEGIN { t = int(c); print (t < 1 ? 1 : t) }')
+  printf '%q ' "${cmd[@]}" --threads "$threads"
+}
+if [ -n "$peer" ]; then
+  peer_command "$@" >/dev/null || exit 2
+  [ "$launcher" = mpirun ] || { echo "$STUDY_RUNNER: --peer ddp runs under --launcher mpirun" >&2; exit 2; }
+fi
 up_options=(--rate "$rate" --mtu "$mtu" --overlay "$overlay")
 [ -z "$cpu" ] || up_options+=(--cpu "$cpu")
 export DTRAIN_CLUSTER=${DTRAIN_CLUSTER:-study}
@@ -94,9 +136,56 @@ p = sys.argv[1]; s = json.load(open(p)); s.update(platform=sys.argv[2], link_rat
 json.dump(s, open(p, "w"))' "$json" "$platform" "$rate" "$mtu" "$overlay"
 fi
 
+if [ "$floor" -eq 1 ]; then
+  mkdir -p "$out/calibration"
+  # Two nodes with the study's links and CPU share: what moving a byte costs a node here, against the
+  # same stream inside one node (the kernel's TCP alone, as on a host with a real NIC).
+  bash "$cluster" up 2 "${up_options[@]}"
+  /usr/bin/python3 "$here/emulator_floor.py" --cluster-script "$cluster" --json "$out/calibration/floor.json" \
+    --platform "$platform" || { echo "$STUDY_RUNNER: the emulator floor measurement failed" >&2; exit 1; }
+fi
+
+# solo_runs SIZE RUNTIME COMMAND...: COMMAND (a one-rank run, given --log-dir DIR after it) on every node
+# at once, then the nodes' median time per step into calibration/solo-nNN-RUNTIME.json.
+solo_runs() {
+  local size=$1 runtime=$2 k dir
+  shift 2
+  dir=$out/calibration/solo-n$(printf %02d "$size")-$runtime
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  local -a pids=()
+  for k in $(seq 1 "$size"); do
+    timeout "$timeout_s" bash "$cluster" exec "node$k" "$@" --log-dir "$dir/node$k" >"$dir/node$k.log" 2>&1 </dev/null &
+    pids+=($!)
+  done
+  local status=0
+  for k in "${pids[@]}"; do wait "$k" || status=1; done
+  [ "$status" -eq 0 ] || { echo "$STUDY_RUNNER: a solo run at size $size ($runtime) failed; see $dir" >&2; return 1; }
+  /usr/bin/python3 - "$dir" "$dir.json" "$platform" "$runtime" "$size" <<'PY'
+import glob, json, sys
+d, path, platform, runtime, size = sys.argv[1:6]
+steps = []
+for log in sorted(glob.glob(d + "/node*/**/events.jsonl", recursive=True)):
+    for line in open(log):
+        e = json.loads(line)
+        if e.get("event") == "epoch_end" and e.get("steps"):
+            steps.append(e["train_s"] / e["steps"])
+json.dump({"bench": "solo_compute", "platform": platform, "runtime": runtime, "nodes": int(size), "step_s": steps},
+          open(path, "w"))
+print(f"solo compute at {size} node(s), {runtime}: " + " ".join(f"{s:.3f}" for s in steps) + " s per step")
+PY
+}
+
 failed=0
 for size in $sizes; do
   bash "$cluster" up "$size" "${up_options[@]}"
+  if [ "$floor" -eq 1 ]; then
+    solo_runs "$size" dtrain "$dtrain" "$@" || failed=$((failed + 1))
+    if [ -n "$peer" ]; then
+      eval "peer_cmd=($(peer_command "$@"))"
+      solo_runs "$size" pytorch-ddp "${peer_cmd[@]}" || failed=$((failed + 1))
+    fi
+  fi
   for rep in $(seq 1 "$reps"); do
     dir=$(study_run_dir "$out" "$size" "$rep")
     rm -rf "$dir"
@@ -109,6 +198,19 @@ for size in $sizes; do
              --log-dir "$dir/logs" --checkpoint-dir "$dir/checkpoints")
     study_launch "$dir" "size $size rep $rep" "${command[@]}" || failed=$((failed + 1))
     [ "$keep_checkpoints" -eq 1 ] || rm -rf "$dir/checkpoints"
+    if [ -n "$peer" ]; then
+      pdir=$dir-pytorch-ddp
+      rm -rf "$pdir"
+      mkdir -p "$pdir"
+      study_write_labels "$pdir" platform="$platform" nodes="$size" ranks="$size" ranks_per_node=1 \
+        gpus_per_node=0 accelerator=cpu repetition="$rep" runner=local-cluster launcher=mpirun \
+        link_rate="$rate" mtu="$mtu" overlay="$overlay" cpu_per_node="${cpu:-all}" \
+        ${extra_labels[@]+"${extra_labels[@]}"}
+      eval "peer_cmd=($(peer_command "$@"))"
+      command=(timeout "$timeout_s" bash "$cluster" mpirun -x MASTER_ADDR=node1 -x MASTER_PORT=29533 --
+               "${peer_cmd[@]}" --log-dir "$pdir/logs/peer")
+      study_launch "$pdir" "size $size rep $rep (PyTorch DDP)" "${command[@]}" || failed=$((failed + 1))
+    fi
   done
 done
 bash "$cluster" down >/dev/null 2>&1

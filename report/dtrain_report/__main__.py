@@ -6,7 +6,7 @@ from pathlib import Path
 
 from . import plots
 from .html import write_index
-from .model import find_sweeps
+from .model import find_floors, find_solos, find_sweeps
 from .runs import discover, shown
 from .tables import build_tables
 
@@ -46,7 +46,7 @@ def main(argv=None):
     if not runs:
         print("dtrain-report: error: no runs found in " + ", ".join(args.studies), file=sys.stderr)
         return 3
-    tables = build_tables(runs, find_sweeps(args.studies))
+    tables = build_tables(runs, find_sweeps(args.studies), find_floors(args.studies), find_solos(args.studies))
     for name, df in tables.items():
         shown_strings(df).to_csv(out / f"{name}.csv", index=False)
 
@@ -62,7 +62,7 @@ def main(argv=None):
         print(f"dtrain-report: warning: {w}", file=sys.stderr)
     n_png = sum(len(paths) for _, paths in figures)
     print(f"dtrain-report: {len(runs)} run(s) from {len(args.studies)} stud{'y' if len(args.studies) == 1 else 'ies'}"
-          f": runs.csv, scaling.csv, model.csv, epochs.csv, samples.csv, ops.csv, {n_png} plot(s), index.html in {out}")
+          f": runs.csv, scaling.csv, model.csv, peer.csv, ranks.csv, floor.csv, epochs.csv, samples.csv, ops.csv, {n_png} plot(s), index.html in {out}")
     for title, why in skipped:
         print(f"dtrain-report: no plot '{title}': {why}")
     return 0

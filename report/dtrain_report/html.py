@@ -8,9 +8,9 @@ SUMMARY_COLUMNS = ["run", "platform", "nodes", "ranks", "accelerator", "repetiti
                    "tflops_achieved", "mfu", "peak_gpu_util_percent", "peak_rss_bytes", "bytes_allreduced_per_step",
                    "net_tx_bytes_per_step"]
 
-MODEL_SUMMARY = ["platform", "workload", "nodes", "runs", "measured_step_s", "predicted_step_s",
+MODEL_SUMMARY = ["platform", "runtime", "workload", "nodes", "runs", "measured_step_s", "predicted_step_s",
                  "measured_over_predicted", "measured_exposed_comm_s", "predicted_exposed_comm_s", "compute_s",
-                 "latency_us", "bandwidth_gbps"]
+                 "latency_us", "bandwidth_gbps", "contention"]
 
 
 def fmt(value):
@@ -53,7 +53,8 @@ def write_index(out_dir, studies, tables, figures, skipped, warnings):
              "gap:8px}.plots p{margin:0}",
              "</style></head><body>",
              f"<h1>dtrain report</h1><p>Studies: {html.escape(', '.join(studies))}; {len(runs)} run(s). Tables: ",
-             ", ".join(f"<a href='{n}.csv'>{n}.csv</a>" for n in ("runs", "scaling", "model", "epochs", "samples", "ops")),
+             ", ".join(f"<a href='{n}.csv'>{n}.csv</a>" for n in ("runs", "scaling", "model", "peer", "ranks", "floor", "epochs",
+                                                                  "samples", "ops")),
              "</p><h2>Runs</h2>"]
     if len(runs):
         parts.append(table_html(runs[columns]))
@@ -69,6 +70,20 @@ def write_index(out_dir, studies, tables, figures, skipped, warnings):
                      "smallest run and its allreduce sweep (docs/studies.md); measured_over_predicted above 1 is "
                      "time the platform adds beyond what its network explains.</p>")
         parts.append(table_html(model[[c for c in MODEL_SUMMARY if c in model]]))
+    peer = tables.get("peer")
+    if peer is not None and len(peer):
+        parts.append("<h2>dtrain beside its peer</h2><p>The same workload, batch per rank and platform: speedup "
+                     "is the peer's time per step over dtrain's (above 1: dtrain is faster); the efficiencies "
+                     "and the model's errors (measured over predicted - 1) of each.</p>")
+        parts.append(table_html(peer))
+    floor = tables.get("floor")
+    if floor is not None and len(floor):
+        parts.append("<h2>The emulated cluster's own cost</h2><p>What moving a GB costs two nodes' CPU across "
+                     "the emulated link, against the same stream inside one node (the host's TCP stack alone, "
+                     "as with a real NIC); floor_node_cpu_s_per_gb is the emulation's share charged to the "
+                     "nodes, floor_softirq_s_per_gb the host's softirq time that no node pays for "
+                     "(deploy/local/emulator_floor.py).</p>")
+        parts.append(table_html(floor))
     for title, paths in figures:
         # Several plots of one kind (a run's resources each) side by side where the window has room.
         parts.append(f"<h2>{html.escape(title)}</h2>" + ("<div class='plots'>" if len(paths) > 1 else "<div>"))

@@ -25,15 +25,16 @@ sweep. Buckets follow the run's comm.bucket_mb and comm.first_bucket_mb, as the 
 
 import json
 import math
+import statistics
 from pathlib import Path
 
 import pandas as pd
 
 MIB = 1024.0 * 1024.0
-MODEL_COLUMNS = ["platform", "workload", "nodes", "runs", "measured_step_s", "measured_min_step_s",
+MODEL_COLUMNS = ["platform", "runtime", "workload", "nodes", "runs", "measured_step_s", "measured_min_step_s",
                  "measured_max_step_s", "predicted_step_s", "measured_over_predicted", "compute_s",
                  "measured_exposed_comm_s", "predicted_exposed_comm_s", "predicted_comm_s", "gradient_bytes",
-                 "buckets", "latency_us", "bandwidth_gbps", "reference_nodes", "calibration"]
+                 "buckets", "latency_us", "bandwidth_gbps", "reference_nodes", "contention", "calibration"]
 
 
 def find_sweeps(study_dirs):
@@ -53,6 +54,52 @@ def find_sweeps(study_dirs):
             platform = str(sweep.get("platform") or Path(study).resolve().name)
             sweeps.setdefault(platform, []).append({**sweep, "path": str(path)})
     return sweeps
+
+
+FLOOR_COLUMNS = ["platform", "link_gbps", "link_node_cpu_s_per_gb", "host_stack_cpu_s_per_gb",
+                 "floor_node_cpu_s_per_gb", "link_softirq_s_per_gb", "floor_softirq_s_per_gb", "path"]
+
+
+def find_floors(study_dirs):
+    """The emulator's own cost per platform (deploy/local/emulator_floor.py --json, calibration/floor.json
+    in a cluster study), as a table: what moving a GB costs two nodes across the emulated link, what it
+    costs inside one node (the host's TCP stack alone), the difference charged to the nodes, and the
+    host's softirq time no node pays for."""
+    rows = []
+    for study in study_dirs:
+        for path in sorted(Path(study).rglob("floor.json")):
+            try:
+                floor = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if not isinstance(floor, dict) or floor.get("bench") != "emulator_floor":
+                continue
+            rows.append({**{c: floor.get(c, math.nan) for c in FLOOR_COLUMNS},
+                         "platform": str(floor.get("platform") or Path(study).resolve().name), "path": str(path)})
+    return pd.DataFrame(rows, columns=FLOOR_COLUMNS)
+
+
+def find_solos(study_dirs):
+    """The emulated cluster's compute floor: {(platform, runtime, nodes): the slowest node's time per step}
+    in runs where every node trained alone at once, with no communication (run_cluster_study.sh --floor
+    writes calibration/solo-nNN-RUNTIME.json). Their ratio to the reference size's is what sharing the machine
+    costs a node's compute as nodes are added, which a real cluster's nodes do not pay."""
+    solos = {}
+    for study in study_dirs:
+        for path in sorted(Path(study).rglob("solo-*.json")):
+            try:
+                solo = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if not isinstance(solo, dict) or solo.get("bench") != "solo_compute" or not solo.get("step_s"):
+                continue
+            key = (str(solo.get("platform") or Path(study).resolve().name), str(solo.get("runtime", "dtrain")),
+                   int(solo["nodes"]))
+            # A synchronous step goes at its slowest node's pace: a node the others' load slows (the
+            # host's own work takes some nodes' share) slows every step of the job.
+            solos.setdefault(key, []).append(max(float(s) for s in solo["step_s"]))
+    # Over a study's repetitions, the median of those.
+    return {k: statistics.median(v) for k, v in solos.items()}
 
 
 def fit_network(sweep):
@@ -127,11 +174,13 @@ def run_steps(runs, epochs):
         return None
     df["step_s"] = per_step(df, "train_s")
     df["exposed_s"] = per_step(df, "exposed_comm_s")
-    return df.groupby(["platform", "workload", "nodes", "run"], dropna=False)[
+    if "runtime" not in df:
+        df["runtime"] = "dtrain"
+    return df.groupby(["platform", "runtime", "workload", "nodes", "run"], dropna=False)[
         ["step_s", "exposed_s", "bytes_allreduced_per_step"]].mean().reset_index()
 
 
-SCALING_COLUMNS = ["platform", "workload", "nodes", "runs", "step_s", "min_step_s", "max_step_s", "exposed_comm_s",
+SCALING_COLUMNS = ["platform", "runtime", "workload", "nodes", "runs", "step_s", "min_step_s", "max_step_s", "exposed_comm_s",
                    "base_nodes", "efficiency", "min_efficiency", "max_efficiency"]
 
 
@@ -144,29 +193,32 @@ def weak_scaling(runs, epochs):
     if per_run is None:
         return pd.DataFrame(columns=SCALING_COLUMNS)
     rows = []
-    for (platform, workload), group in per_run.groupby(["platform", "workload"], dropna=False):
+    for (platform, runtime, workload), group in per_run.groupby(["platform", "runtime", "workload"], dropna=False):
         by_n = group.groupby("nodes")
         base_n = min(by_n.groups)
         base = float(by_n.get_group(base_n)["step_s"].median())
         for n, at_n in by_n:
             step = at_n["step_s"]
-            rows.append({"platform": platform, "workload": workload, "nodes": int(n), "runs": len(at_n),
-                         "step_s": float(step.median()), "min_step_s": float(step.min()),
+            rows.append({"platform": platform, "runtime": runtime, "workload": workload, "nodes": int(n),
+                         "runs": len(at_n), "step_s": float(step.median()), "min_step_s": float(step.min()),
                          "max_step_s": float(step.max()), "exposed_comm_s": float(at_n["exposed_s"].median()),
                          "base_nodes": int(base_n), "efficiency": base / float(step.median()),
                          "min_efficiency": base / float(step.max()), "max_efficiency": base / float(step.min())})
     return pd.DataFrame(rows, columns=SCALING_COLUMNS)
 
 
-def scaling_model(runs, epochs, run_configs, sweeps):
+def scaling_model(runs, epochs, run_configs, sweeps, solos=None):
     """The model's table: one row per platform, workload and node count with a measured step time and a
-    prediction. `run_configs` maps a run id to its configuration (for the bucket sizes)."""
+    prediction. `run_configs` maps a run id to its configuration (for the bucket sizes). With `solos`
+    (find_solos) for the platform and runtime at the reference size and at n, the compute per step at n
+    is the reference's times solo(n) / solo(ref) (`contention`): the emulator's own floor."""
+    solos = solos or {}
     per_run = run_steps(runs, epochs) if sweeps else None
     if per_run is None:
         return pd.DataFrame(columns=MODEL_COLUMNS)
     study_of = dict(zip(runs["run"], runs["study"])) if "study" in runs else {}
     rows = []
-    for (platform, workload), group in per_run.groupby(["platform", "workload"], dropna=False):
+    for (platform, runtime, workload), group in per_run.groupby(["platform", "runtime", "workload"], dropna=False):
         platform_sweeps = sweeps.get(str(platform)) or sweeps.get(study_of.get(group["run"].iloc[0], ""))
         if not platform_sweeps:
             continue
@@ -181,8 +233,9 @@ def scaling_model(runs, epochs, run_configs, sweeps):
             continue
         reference_n = min(communicating)
         reference = sizes_by_n.get_group(reference_n)
-        gradient_bytes = float(group["bytes_allreduced_per_step"].dropna().median()) if group[
-            "bytes_allreduced_per_step"].notna().any() else math.nan
+        # What the communicating sizes allreduce per step (a single node's runs allreduce nothing).
+        reduced = group.loc[group["nodes"] >= 2, "bytes_allreduced_per_step"].dropna()
+        gradient_bytes = float(reduced.median()) if len(reduced) else math.nan
         if math.isnan(gradient_bytes):
             continue
         config = run_configs.get(reference["run"].iloc[0], {})
@@ -197,16 +250,54 @@ def scaling_model(runs, epochs, run_configs, sweeps):
         for n, at_n in sizes_by_n:
             if n < reference_n:
                 continue
-            predicted, exposed, comm = predict_step(int(n), compute, overlap, sizes, latency, bandwidth)
+            solo_ref, solo_n = solos.get((str(platform), str(runtime), int(reference_n))), solos.get(
+                (str(platform), str(runtime), int(n)))
+            contention = solo_n / solo_ref if solo_ref and solo_n else 1.0
+            predicted, exposed, comm = predict_step(int(n), compute * contention, overlap, sizes, latency,
+                                                    bandwidth)
             measured = float(at_n["step_s"].median())
             rows.append({
-                "platform": platform, "workload": workload, "nodes": int(n), "runs": len(at_n),
+                "platform": platform, "runtime": runtime, "workload": workload, "nodes": int(n), "runs": len(at_n),
                 "measured_step_s": measured, "measured_min_step_s": float(at_n["step_s"].min()),
                 "measured_max_step_s": float(at_n["step_s"].max()), "predicted_step_s": predicted,
                 "measured_over_predicted": measured / predicted if predicted > 0 else math.nan,
-                "compute_s": compute, "measured_exposed_comm_s": float(at_n["exposed_s"].median()),
+                "compute_s": compute * contention, "measured_exposed_comm_s": float(at_n["exposed_s"].median()),
                 "predicted_exposed_comm_s": exposed, "predicted_comm_s": comm, "gradient_bytes": gradient_bytes,
                 "buckets": len(sizes), "latency_us": latency * 1e6, "bandwidth_gbps": bandwidth / 1e9,
-                "reference_nodes": int(reference_n), "calibration": calibration["path"],
+                "reference_nodes": int(reference_n), "contention": contention, "calibration": calibration["path"],
             })
     return pd.DataFrame(rows, columns=MODEL_COLUMNS)
+
+
+PEER_COLUMNS = ["platform", "workload", "nodes", "peer", "dtrain_step_s", "peer_step_s", "speedup",
+                "dtrain_efficiency", "peer_efficiency", "dtrain_exposed_comm_s", "peer_exposed_comm_s",
+                "dtrain_model_error", "peer_model_error"]
+
+
+def runtime_comparison(scaling, model):
+    """dtrain beside each peer a study ran on the same platform, workload and size (bench/peer/: PyTorch
+    DDP): the median time per step of each, speedup = the peer's time over dtrain's (with the same batch
+    per rank, dtrain's samples/s over the peer's), both weak-scaling efficiencies, and the scaling model's
+    error for each (measured over predicted - 1) where the platform has an allreduce sweep."""
+    if scaling is None or len(scaling) == 0 or "runtime" not in scaling:
+        return pd.DataFrame(columns=PEER_COLUMNS)
+    error = {}
+    if model is not None and len(model):
+        for r in model.itertuples():
+            error[(r.platform, r.runtime, r.workload, r.nodes)] = r.measured_over_predicted - 1.0
+    rows = []
+    ours = scaling[scaling["runtime"] == "dtrain"]
+    for peer in scaling[scaling["runtime"] != "dtrain"].itertuples():
+        mine = ours[(ours["platform"] == peer.platform) & (ours["workload"] == peer.workload) &
+                    (ours["nodes"] == peer.nodes)]
+        if mine.empty:
+            continue
+        m = mine.iloc[0]
+        rows.append({"platform": peer.platform, "workload": peer.workload, "nodes": int(peer.nodes),
+                     "peer": peer.runtime, "dtrain_step_s": m["step_s"], "peer_step_s": peer.step_s,
+                     "speedup": peer.step_s / m["step_s"] if m["step_s"] > 0 else math.nan,
+                     "dtrain_efficiency": m["efficiency"], "peer_efficiency": peer.efficiency,
+                     "dtrain_exposed_comm_s": m["exposed_comm_s"], "peer_exposed_comm_s": peer.exposed_comm_s,
+                     "dtrain_model_error": error.get((peer.platform, "dtrain", peer.workload, peer.nodes), math.nan),
+                     "peer_model_error": error.get((peer.platform, peer.runtime, peer.workload, peer.nodes), math.nan)})
+    return pd.DataFrame(rows, columns=PEER_COLUMNS)

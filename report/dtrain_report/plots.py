@@ -36,9 +36,10 @@ def distinct(df, column):
 
 
 def group_keys(df):
-    """Platform always; the accelerator and workload too when the study has several."""
+    """Platform always; the runtime (dtrain and a peer), accelerator and workload too when the study has
+    several."""
     keys = ["platform"]
-    for k in ("accelerator", "workload"):
+    for k in ("runtime", "accelerator", "workload"):
         if len(distinct(df, k)) > 1:
             keys.append(k)
     return keys
@@ -268,7 +269,7 @@ def step_time_vs_nodes(model, out_dir):
     if model is None or len(model) == 0:
         raise Skip("no platform has both runs with communication figures and an allreduce sweep "
                    "(calibration/*.json: deploy/local/run_cluster_study.sh writes them)")
-    keys = ["platform"] + (["workload"] if len(distinct(model, "workload")) > 1 else [])
+    keys = ["platform"] + [k for k in ("runtime", "workload") if len(distinct(model, k)) > 1]
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     for values, group in groups(model, keys):
         group = group.sort_values("nodes")
@@ -297,6 +298,40 @@ def step_time_vs_nodes(model, out_dir):
     return [save(fig, out_dir, "step_time_vs_nodes.png")]
 
 
+def straggler_scores(ranks, out_dir):
+    """Per rank, the share of the training time the other ranks waited for it (the straggler score, mean
+    over the repetitions and epochs), one panel per platform, runtime and size: a slow node stands out
+    as one high bar instead of disappearing into an average."""
+    if ranks is None or len(ranks) == 0:
+        raise Skip("no run with 2 or more ranks recorded the ranks' waits (straggler_by_rank: dtrain 0.1.0 "
+                   "and later)")
+    keys = ["platform"] + [k for k in ("runtime", "workload") if len(distinct(ranks, k)) > 1] + ["nodes"]
+    panels = list(groups(ranks, keys))[:12]
+    columns = min(3, len(panels))
+    rows = (len(panels) + columns - 1) // columns
+    fig, axes = plt.subplots(rows, columns, figsize=(4.5 * columns, 3.2 * rows), squeeze=False)
+    for ax, (values, group) in zip(axes.flat, panels):
+        per_rank = group.groupby("rank").agg(straggler=("straggler", "mean"), host=("host", "first")).reset_index()
+        ticks = [f"{int(r)}\n{h}" if isinstance(h, str) and h else str(int(r))
+                 for r, h in zip(per_rank["rank"], per_rank["host"])]
+        worst = per_rank["straggler"].idxmax() if per_rank["straggler"].notna().any() else None
+        colors = ["tab:red" if i == worst and per_rank["straggler"].iloc[i] >= 0.1 else "tab:blue"
+                  for i in range(len(per_rank))]
+        ax.bar(range(len(per_rank)), per_rank["straggler"], color=colors)
+        ax.set_xticks(range(len(per_rank)))
+        ax.set_xticklabels(ticks, fontsize=7)
+        ax.set_title(series_label(values, keys), fontsize=9)
+        ax.set_ylim(0, max(0.2, float(per_rank["straggler"].max() or 0) * 1.2))
+        ax.set_xlabel("rank (host)")
+        ax.set_ylabel("straggler score")
+        ax.grid(alpha=0.3, axis="y")
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    fig.suptitle("Straggler score per rank: the share of training the others waited for it (red: 0.1 or more)")
+    fig.tight_layout()
+    return [save(fig, out_dir, "straggler_scores.png")]
+
+
 PLOTS = [
     ("Time and throughput vs nodes", time_vs_nodes, "runs"),
     ("Time per step vs nodes: measured and the scaling model", step_time_vs_nodes, "model"),
@@ -305,4 +340,5 @@ PLOTS = [
     ("Bytes per step vs batch size", bytes_vs_batch, "runs"),
     ("Top operations", top_ops, "ops"),
     ("Resource use over time, per run", resource_series, "samples"),
+    ("Straggler score per rank", straggler_scores, "ranks"),
 ]

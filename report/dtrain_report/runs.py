@@ -28,6 +28,7 @@ from .formats import console_line
 # bash's `time` ("real\t1m2.345s") and POSIX `time -p` ("real 62.34"): not dtrain's, so not in its formats.
 BASH_REAL = re.compile(r"^real\s+(?:(\d+)m)?([0-9.]+)s?\s*$")
 LOG_SUFFIXES = {".log", ".out", ".txt", ".err"}
+CALIBRATION = "calibration"
 # Sizes and repetitions in directory names of hand-made studies: "8", "n8", "nodes-8", "8nodes", "rep2", "r2".
 NODES_IN_NAME = re.compile(r"^(?:n|nodes?[-_]?)?(\d+)(?:[-_]?nodes?)?$", re.IGNORECASE)
 REP_IN_NAME = re.compile(r"(?:^|[-_])(?:rep|r)[-_]?(\d+)$", re.IGNORECASE)
@@ -275,7 +276,10 @@ def discover(study_dir, warnings=None):
     def rel(path):
         return shown(os.path.relpath(path, study_dir))
 
-    files = files_under(study_dir, warnings)
+    # A study's calibration/ holds what measures the platform, not runs of the study: the allreduce
+    # sweeps, the emulator's floor and its solo runs (model.py reads those).
+    files = [f for f in files_under(study_dir, warnings)
+             if CALIBRATION not in f.relative_to(study_dir).parts[:-1]]
     events = [f for f in files if f.name == "events.jsonl"]
 
     # 1. Runner layout.

@@ -6,7 +6,7 @@ import re
 import pandas as pd
 import yaml
 
-from .model import scaling_model, weak_scaling
+from .model import FLOOR_COLUMNS, runtime_comparison, scaling_model, weak_scaling
 from .runs import labels_from_path
 
 # Labels every row carries, in this order; a study may add its own (they follow these).
@@ -16,7 +16,7 @@ LABELS = ["platform", "nodes", "ranks", "gpus_per_node", "accelerator", "repetit
 # test_<metric>: train_loss, test_accuracy for classifiers, train_d_loss for a GAN) follow them.
 EPOCH_FIELDS = ["epoch", "lr", "train_loss", "test_accuracy", "test_loss", "epoch_s", "train_s", "eval_s",
                 "samples_per_s", "steps", "skipped_steps", "bad_samples", "flops_per_sample", "tflops_achieved",
-                "mfu", "comm_s", "exposed_comm_s", "bytes_allreduced_per_step", "algbw_gbps", "busbw_gbps",
+                "mfu", "comm_s", "exposed_comm_s", "comm_wait_cpu_s", "bytes_allreduced_per_step", "algbw_gbps", "busbw_gbps",
                 "net_tx_bytes_per_step", "net_rx_bytes_per_step"]
 METRIC_FIELD = re.compile(r"^(train|test)_[a-z][a-z0-9_]*$")
 # Fields METRIC_FIELD matches that are an epoch's times and counts, not a workload's metric.
@@ -31,9 +31,11 @@ SAMPLE_FIELDS = ["cpu_percent", "rss_bytes", "host_mem_used_bytes", "gpu_util_pe
 # Every run-log field the report reads, per record kind (besides `event`): its tests check that dtrain's
 # schema (runtime/log/run_log.schema.json) declares each, so a renamed field fails there, not silently here.
 READS = {
-    "run_start": ["workload", "world_size", "hosts", "device", "backend", "accelerator", "config"],
+    "run_start": ["runtime", "workload", "world_size", "hosts", "rank_hosts", "device", "backend", "accelerator",
+                  "config"],
     # and every field METRIC_FIELD matches, which these two stand for
-    "epoch_end": EPOCH_FIELDS + ["train_d_loss", "test_d_loss"],
+    "epoch_end": EPOCH_FIELDS + ["train_d_loss", "test_d_loss", "exposed_comm_s_by_rank", "comm_wait_cpu_s_by_rank",
+                                 "straggler_by_rank"],
     "run_end": ["total_s", "final_test_accuracy", "final_test_loss", "peak_rss_bytes"],
     "sample": ["rank", "unix_time_ms"] + SAMPLE_FIELDS,
     "profile": ["rank", "first_step", "last_step", "cuda", "table"],
@@ -119,6 +121,8 @@ def computed_columns(run):
     console = run.console  # dtrain's first console line, for runs known from their launcher output only
     config = run_config(run)
     train = config.get("train", {}) if isinstance(config.get("train"), dict) else {}
+    # dtrain, or the peer a study ran beside it (bench/peer/mnist_ddp.py writes "pytorch-ddp").
+    row["runtime"] = start.get("runtime") or "dtrain"
     row["workload"] = start.get("workload") or config.get("workload") or console.get("workload") or "unknown"
     row["world_size"] = start.get("world_size", console.get("world_size", math.nan))
     row["hosts"] = len(start["hosts"]) if isinstance(start.get("hosts"), list) else console.get("hosts", math.nan)
@@ -148,6 +152,15 @@ def computed_columns(run):
     row["net_tx_bytes_per_step"] = mean("net_tx_bytes_per_step")
     row["comm_s"] = float(epochs["comm_s"].sum()) if "comm_s" in epochs else math.nan
     row["exposed_comm_s"] = float(epochs["exposed_comm_s"].sum()) if "exposed_comm_s" in epochs else math.nan
+    row["comm_wait_cpu_s"] = float(epochs["comm_wait_cpu_s"].sum()) if "comm_wait_cpu_s" in epochs else math.nan
+    scores = [s for e in run.epochs for s in [e.get("straggler_by_rank")] if isinstance(s, list) and s]
+    # The rank the others waited for most, over the run's epochs, and its mean score.
+    if scores and len({len(s) for s in scores}) == 1:
+        mean_scores = [sum(s[r] for s in scores) / len(scores) for r in range(len(scores[0]))]
+        row["straggler_rank"] = max(range(len(mean_scores)), key=mean_scores.__getitem__)
+        row["straggler_score"] = mean_scores[row["straggler_rank"]]
+    else:
+        row["straggler_rank"], row["straggler_score"] = math.nan, math.nan
     last_katib = run.katib[-1] if run.katib else {}
     row["final_test_accuracy"] = number(end.get("final_test_accuracy", last_katib.get("accuracy")))
     row["final_test_loss"] = number(end.get("final_test_loss", last_katib.get("loss")))
@@ -168,24 +181,40 @@ def computed_columns(run):
     return row
 
 
-def build_tables(runs, sweeps=None):
+def rank_figures(run, epoch, key):
+    """One row per rank of an epoch record that carries the ranks' waits (2 or more ranks)."""
+    scores = epoch.get("straggler_by_rank")
+    if not isinstance(scores, list):
+        return []
+    hosts = (run.run_start or {}).get("rank_hosts") or []
+    waits = epoch.get("exposed_comm_s_by_rank") or []
+    cpu = epoch.get("comm_wait_cpu_s_by_rank") or []
+    at = lambda values, r: number(values[r]) if r < len(values) else math.nan  # noqa: E731
+    return [{**key, "epoch": epoch.get("epoch"), "rank": r, "host": hosts[r] if r < len(hosts) else "",
+             "exposed_comm_s": at(waits, r), "comm_wait_cpu_s": at(cpu, r), "straggler": at(scores, r)}
+            for r in range(len(scores))]
+
+
+def build_tables(runs, sweeps=None, floors=None, solos=None):
     """runs, epochs, samples and ops DataFrames of all runs (empty frames where nothing was recorded), the
-    weak-scaling table, and the scaling model's table where `sweeps` (model.find_sweeps) calibrate a
-    platform's network."""
+    weak-scaling table, the scaling model's table where `sweeps` (model.find_sweeps) calibrate a
+    platform's network (and `solos`, model.find_solos, its compute floor), dtrain beside its peers, the
+    ranks' waits, and the emulator's floor (`floors`, model.find_floors)."""
     resolve_labels(runs)
     columns = label_columns(runs)
     runs_df = pd.DataFrame([run_row(r, columns) for r in runs])
-    key_columns = ["run", *columns, "workload"]
+    key_columns = ["run", *columns, "runtime", "workload"]
     keys = runs_df.set_index("run")[[c for c in key_columns if c != "run"]].to_dict("index") if len(runs_df) else {}
 
     metrics = [f for f in dict.fromkeys(k for r in runs for e in r.epochs for k in e)
                if METRIC_FIELD.match(f) and f not in EPOCH_FIELDS]
-    epoch_rows, sample_rows, op_rows = [], [], []
+    epoch_rows, sample_rows, op_rows, rank_rows = [], [], [], []
     for run in runs:
         key = {"run": run.run_id, **keys[run.run_id]}
         if run.epochs:
             for e in run.epochs:
                 epoch_rows.append({**key, **{f: e.get(f, math.nan) for f in EPOCH_FIELDS + metrics}})
+                rank_rows += rank_figures(run, e, key)
         else:
             for i, k in enumerate(run.katib, start=1):  # launcher output only: the Katib lines, one per epoch
                 epoch_rows.append({**key, "epoch": i, "test_accuracy": k.get("accuracy", math.nan),
@@ -206,10 +235,16 @@ def build_tables(runs, sweeps=None):
                                 "self_cuda_us": number(r.get("self_cuda_us")), "cuda_profiled": bool(p.get("cuda"))})
     epochs_df = pd.DataFrame(epoch_rows)
     configs = {r.run_id: run_config(r) for r in runs}
+    scaling = weak_scaling(runs_df, epochs_df)
+    model = scaling_model(runs_df, epochs_df, configs, sweeps or {}, solos)
     return {
         "runs": runs_df,
-        "scaling": weak_scaling(runs_df, epochs_df),
-        "model": scaling_model(runs_df, epochs_df, configs, sweeps or {}),
+        "scaling": scaling,
+        "model": model,
+        "peer": runtime_comparison(scaling, model),
+        "floor": floors if floors is not None else pd.DataFrame(columns=FLOOR_COLUMNS),
+        "ranks": pd.DataFrame(rank_rows, columns=[*key_columns, "epoch", "rank", "host", "exposed_comm_s",
+                                                  "comm_wait_cpu_s", "straggler"]),
         "epochs": epochs_df,
         "samples": pd.DataFrame(sample_rows),
         "ops": pd.DataFrame(op_rows),

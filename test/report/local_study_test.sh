@@ -50,9 +50,21 @@ assert ranks == {(f"study-local/n0{n}-r{r}", str(k)) for n in (1, 2) for r in (1
 ops = rows("ops.csv")
 assert {o["run"] for o in ops} == set(runs), "every run was profiled"
 assert any(o["name"] == "aten::convolution_backward" and o["calls"] in ("4", "4.0") for o in ops), ops[:5]
+# The ranks' waits of the 2-rank runs, as their run logs have them, with the hosts of run_start.
+import json
+for r in (1, 2):
+    run_dir = next((study / f"n02-r{r}" / "logs").glob("*/events.jsonl"))
+    log = [json.loads(line) for line in run_dir.read_text().splitlines() if line.strip()]
+    hosts = next(e for e in log if e["event"] == "run_start")["rank_hosts"]
+    mine = sorted((int(x["epoch"]), int(x["rank"]), x["host"], float(x["straggler"]), float(x["comm_wait_cpu_s"]))
+                  for x in rows("ranks.csv") if x["run"] == f"study-local/n02-r{r}")
+    want = sorted((e["epoch"], k, hosts[k], e["straggler_by_rank"][k], e["comm_wait_cpu_s_by_rank"][k])
+                  for e in log if e["event"] == "epoch_end" for k in range(2))
+    assert mine == want, (mine, want)
+assert not [x for x in rows("ranks.csv") if x["run"].startswith("study-local/n01")], "one rank has no waits to compare"
 pngs = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.png"))
 expected = ["bytes_vs_batch.png", "epochs.png"] + [f"resources/study-local_n0{n}-r{r}.png" for n in (1, 2) for r in (1, 2)] \
-    + ["tflops.png", "time_vs_nodes.png", "top_ops.png"]
+    + ["straggler_scores.png", "tflops.png", "time_vs_nodes.png", "top_ops.png"]
 assert pngs == expected, pngs
 for p in pngs:
     with Image.open(out / p) as image:

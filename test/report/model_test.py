@@ -6,6 +6,8 @@
   - runs whose step times follow the model at 2, 4 and 8 nodes are predicted to within 1e-9 from the
     2-node run and the 2-node sweep, while a platform that adds 50 ms per step at 8 nodes shows it as
     measured / predicted = (step + 0.05) / step there, and a run that failed does not count;
+  - solo runs (every node training alone at once) scale the model's compute by their contention, so a
+    platform whose compute slows at 8 nodes by what its solo runs show is predicted exactly;
   - weak-scaling efficiency is the 1-node step time over each size's, with the repetitions' spread.
 Usage: model_test.py"""
 
@@ -86,6 +88,25 @@ for _, row in model.iterrows():
           row["runs"] == (2 if row["nodes"] == 4 else 3),
           f"{row['platform']} at {row['nodes']}: calibration {row['calibration']}, reference {row['reference_nodes']}, runs {row['runs']}")
 check(scaling_model(pd.DataFrame(runs), pd.DataFrame(epochs), configs, {}).empty, "no sweep, no model")
+
+# The emulator's floor: with solo runs (every node alone at once) 8% slower at 8 nodes than at 2, the
+# model's compute at 8 nodes grows by as much, and slow8's extra 0.05 s is explained as far as the solo
+# runs say: a contention of (step + 0.05) / step makes the prediction exact there.
+step8 = predict_step(8, COMPUTE, OVERLAP, cut, LATENCY, BANDWIDTH)[0]
+exposed8 = step8 - COMPUTE
+contention = (COMPUTE + 0.05) / COMPUTE
+solos = {("slow8", "dtrain", 2): 0.5, ("slow8", "dtrain", 4): 0.5, ("slow8", "dtrain", 8): 0.5 * contention,
+         ("exact", "pytorch-ddp", 8): 9.0}  # another runtime's solo runs do not touch dtrain's rows
+floored = scaling_model(pd.DataFrame(runs), pd.DataFrame(epochs), configs,
+                        {"exact": [sweep(2, "exact")], "slow8": [sweep(2, "slow8")]}, solos)
+for _, row in floored.iterrows():
+    want = contention if (row["platform"] == "slow8" and row["nodes"] == 8) else 1.0
+    check(close(row["contention"], want) and close(row["measured_over_predicted"], 1.0) and
+          row["runtime"] == "dtrain",
+          f"with solo runs, {row['platform']} at {row['nodes']}: contention {row['contention']} (expected {want}), "
+          f"measured / predicted {row['measured_over_predicted']} (expected 1)")
+check(close(exposed8, floored[(floored["platform"] == "slow8") & (floored["nodes"] == 8)]["predicted_exposed_comm_s"].iloc[0]),
+      "the contention scales compute, not the exposed communication")
 
 # Weak scaling: the 1-node step over each size's, the failed run left out; a repetition 10% slower
 # widens the spread on one side only.

@@ -277,8 +277,9 @@ def main():
         pngs = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.png"))
         resources = sorted(f"resources/{re.sub(r'[^A-Za-z0-9._-]+', '_', r).strip('_')}.png"
                            for r in runs if r != "katib-only/8/rep2/launcher.log")
+        # straggler_scores.png: the 2-rank runs' waits per rank.
         expected_pngs = sorted(["bytes_vs_batch.png", "epochs.png", "tflops.png", "time_vs_nodes.png", "top_ops.png",
-                                *resources] + (["step_time_vs_nodes.png"] if calibrated else []))
+                                "straggler_scores.png", *resources] + (["step_time_vs_nodes.png"] if calibrated else []))
         check(pngs == expected_pngs, f"plots {pngs}, expected {expected_pngs}")
         index = (out / "index.html").read_text()
         for p in pngs:

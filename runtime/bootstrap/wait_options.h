@@ -14,7 +14,8 @@ struct WaitOptions {
   Activity* activity = nullptr;  // marks the wait for the heartbeat; may be null
   // Appended to a timeout's message, e.g. Heartbeat::diagnose(). May be empty.
   std::function<std::string()> explain_stall;
-  // MPI waits poll without pause (comm.wait active) instead of sleeping between polls.
+  // MPI waits poll without pause (comm.wait active, and always with every rank on one host) instead of
+  // sleeping between polls.
   bool active = false;
 };
 

@@ -1,10 +1,12 @@
 // Collectives over MPI on a private duplicate of MPI_COMM_WORLD, so nothing else can interleave messages
-// with them. Asynchronous allreduce is MPI_Iallreduce, which a progress thread of the communicator's
-// drives while the caller computes (mpi_progress.h); Work::wait() blocks until that thread says it is done. CUDA tensors are staged through pinned host
+// with them. Asynchronous allreduce is MPI_Iallreduce. Across hosts a progress thread of the communicator's
+// drives it while the caller computes (mpi_progress.h) and Work::wait() blocks until that thread says it
+// is done; on one host (shared memory, where MPI copies inside its calls) the caller's polls drive it. CUDA tensors are staged through pinned host
 // buffers, so several ranks can share one GPU; 16-bit floats are summed by dtrain's own MPI ops.
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "runtime/bootstrap/session.h"
 #include "runtime/bootstrap/wait_options.h"
@@ -16,7 +18,9 @@ class MpiCommunicator final : public Communicator {
  public:
   // Collective over all ranks of `session` (duplicates its MPI communicator). `wait` bounds every wait and
   // says how to report a stalled one. Throws ConfigError when MPI did not start the ranks.
-  MpiCommunicator(const Session& session, WaitOptions wait);
+  // `progress_thread`: whether a progress thread drives the allreduces (and waits block); by default where
+  // the ranks span hosts.
+  MpiCommunicator(const Session& session, WaitOptions wait, std::optional<bool> progress_thread = std::nullopt);
   ~MpiCommunicator() override;
 
   int rank() const override { return rank_; }
@@ -36,6 +40,7 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0;
   int world_size_ = 1;
   WaitOptions wait_;
+  bool across_hosts_;  // the ranks span hosts: the progress thread drives the allreduces
 };
 
 }  // namespace dtrain

@@ -54,8 +54,9 @@ TEST_CASE("several asynchronous allreduces can be in flight at once", "[comm][mp
 TEST_CASE("a non-blocking allreduce completes while the caller computes, with no MPI call of its own",
           "[comm][mpi]") {
   // Open MPI moves a collective's data only inside MPI calls: without the communicator's progress thread,
-  // 16 MiB in several ring rounds would still be in flight after the caller's "backward" (a sleep).
-  auto comm = test::make_mpi_comm();
+  // 16 MiB in several ring rounds would still be in flight after the caller's "backward" (a sleep). The
+  // thread runs where ranks span hosts; here it is asked for.
+  auto comm = std::make_unique<MpiCommunicator>(test::session(), WaitOptions{120.0, nullptr, {}}, true);
   at::Tensor t = at::full({4 << 20}, static_cast<float>(comm->rank() + 1), at::kFloat);
   comm->barrier();
   std::unique_ptr<Work> work = comm->allreduce_async(t, ReduceOp::kSum);
@@ -71,7 +72,7 @@ TEST_CASE("a non-blocking allreduce completes while the caller computes, with no
 static double cpu_while_waiting(bool active, double late_s) {
   WaitOptions wait{120.0, nullptr, {}};
   wait.active = active;
-  MpiCommunicator comm(test::session(), wait);
+  MpiCommunicator comm(test::session(), wait, true);  // as across hosts
   at::Tensor t = at::ones({1024}, at::kFloat);
   comm.barrier();
   if (comm.rank() == comm.world_size() - 1) std::this_thread::sleep_for(std::chrono::duration<double>(late_s));

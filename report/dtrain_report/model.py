@@ -37,21 +37,27 @@ MODEL_COLUMNS = ["platform", "runtime", "workload", "nodes", "runs", "measured_s
                  "buckets", "latency_us", "bandwidth_gbps", "reference_nodes", "contention", "calibration"]
 
 
+def bench_files(study_dirs, pattern, bench):
+    """(platform, path, contents) of every JSON file named `pattern` under the study directories whose
+    "bench" key is `bench`; the platform is the file's "platform" key, else its study directory's name."""
+    for study in study_dirs:
+        for path in sorted(Path(study).rglob(pattern)):
+            try:
+                data = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if isinstance(data, dict) and data.get("bench") == bench:
+                yield str(data.get("platform") or Path(study).resolve().name), path, data
+
+
 def find_sweeps(study_dirs):
     """Every allreduce sweep (dtrain_allreduce_bench --json) under the study directories, by platform: the
     study's `calibration/` directory holds them, with the platform in the sweep's `platform` key (the
     cluster study runner writes it); a sweep without one calibrates the runs of its own study directory,
     under the directory's name."""
     sweeps = {}
-    for study in study_dirs:
-        for path in sorted(Path(study).rglob("*.json")):
-            try:
-                sweep = json.loads(path.read_text())
-            except (OSError, ValueError):
-                continue
-            if not isinstance(sweep, dict) or sweep.get("bench") != "allreduce" or not sweep.get("results"):
-                continue
-            platform = str(sweep.get("platform") or Path(study).resolve().name)
+    for platform, path, sweep in bench_files(study_dirs, "*.json", "allreduce"):
+        if sweep.get("results"):
             sweeps.setdefault(platform, []).append({**sweep, "path": str(path)})
     return sweeps
 
@@ -65,17 +71,8 @@ def find_floors(study_dirs):
     in a cluster study), as a table: what moving a GB costs two nodes across the emulated link, what it
     costs inside one node (the host's TCP stack alone), the difference charged to the nodes, and the
     host's softirq time no node pays for."""
-    rows = []
-    for study in study_dirs:
-        for path in sorted(Path(study).rglob("floor.json")):
-            try:
-                floor = json.loads(path.read_text())
-            except (OSError, ValueError):
-                continue
-            if not isinstance(floor, dict) or floor.get("bench") != "emulator_floor":
-                continue
-            rows.append({**{c: floor.get(c, math.nan) for c in FLOOR_COLUMNS},
-                         "platform": str(floor.get("platform") or Path(study).resolve().name), "path": str(path)})
+    rows = [{**{c: floor.get(c, math.nan) for c in FLOOR_COLUMNS}, "platform": platform, "path": str(path)}
+            for platform, path, floor in bench_files(study_dirs, "floor.json", "emulator_floor")]
     return pd.DataFrame(rows, columns=FLOOR_COLUMNS)
 
 
@@ -85,19 +82,13 @@ def find_solos(study_dirs):
     writes calibration/solo-nNN-RUNTIME.json). Their ratio to the reference size's is what sharing the machine
     costs a node's compute as nodes are added, which a real cluster's nodes do not pay."""
     solos = {}
-    for study in study_dirs:
-        for path in sorted(Path(study).rglob("solo-*.json")):
-            try:
-                solo = json.loads(path.read_text())
-            except (OSError, ValueError):
-                continue
-            if not isinstance(solo, dict) or solo.get("bench") != "solo_compute" or not solo.get("step_s"):
-                continue
-            key = (str(solo.get("platform") or Path(study).resolve().name), str(solo.get("runtime", "dtrain")),
-                   int(solo["nodes"]))
-            # A synchronous step goes at its slowest node's pace: a node the others' load slows (the
-            # host's own work takes some nodes' share) slows every step of the job.
-            solos.setdefault(key, []).append(max(float(s) for s in solo["step_s"]))
+    for platform, _, solo in bench_files(study_dirs, "solo-*.json", "solo_compute"):
+        if not solo.get("step_s"):
+            continue
+        key = (platform, str(solo.get("runtime", "dtrain")), int(solo["nodes"]))
+        # A synchronous step goes at its slowest node's pace: a node the others' load slows (the host's
+        # own work takes some nodes' share) slows every step of the job.
+        solos.setdefault(key, []).append(max(float(s) for s in solo["step_s"]))
     # Over a study's repetitions, the median of those.
     return {k: statistics.median(v) for k, v in solos.items()}
 

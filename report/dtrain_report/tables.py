@@ -203,7 +203,8 @@ def build_tables(runs, sweeps=None, floors=None, solos=None):
     resolve_labels(runs)
     columns = label_columns(runs)
     runs_df = pd.DataFrame([run_row(r, columns) for r in runs])
-    key_columns = ["run", *columns, "runtime", "workload"]
+    # A label may be named like a run figure (a study labels its runs with their workload): one column each.
+    key_columns = list(dict.fromkeys(["run", *columns, "runtime", "workload"]))
     keys = runs_df.set_index("run")[[c for c in key_columns if c != "run"]].to_dict("index") if len(runs_df) else {}
 
     metrics = [f for f in dict.fromkeys(k for r in runs for e in r.epochs for k in e)

@@ -37,6 +37,12 @@ class Communicator {
   virtual int world_size() const = 0;
   virtual std::string backend_name() const = 0;
 
+  // True where kAverage costs nothing over kSum: the division happens inside the reduction (NCCL's
+  // ncclAvg). Elsewhere kAverage is a sum and then one more pass over the result, after completion; a
+  // caller that touches the values anyway can fold the division into that and sum instead (the reducer
+  // divides each gradient in its hook, while it is still in cache, as PyTorch DDP does).
+  virtual bool averages_in_reduction() const { return false; }
+
   // Collective: all ranks, same order, same shape and dtype. Starts an in-place reduction of a contiguous
   // tensor (float, double, bfloat16, half, int32, int64) and returns at once; the tensor must not be
   // touched until wait(). Every backend takes CPU tensors; CUDA tensors go to NCCL, or via host memory.

@@ -44,6 +44,7 @@ class NcclCommunicator final : public Communicator {
   int rank() const override;
   int world_size() const override;
   std::string backend_name() const override { return "nccl"; }
+  bool averages_in_reduction() const override { return true; }  // ncclAvg
 
   void barrier() override;
 

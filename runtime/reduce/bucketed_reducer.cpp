@@ -57,7 +57,10 @@ void broadcast_from_root(const std::vector<at::Tensor>& tensors, Communicator& c
 
 BucketedReducer::BucketedReducer(std::vector<at::Tensor> params, const std::vector<at::Tensor>& buffers,
                                  Communicator& comm, const ReducerOptions& options)
-    : params_(std::move(params)), comm_(comm) {
+    : params_(std::move(params)),
+      comm_(comm),
+      divide_in_hooks_(!comm.averages_in_reduction()),
+      bucket_op_(divide_in_hooks_ ? ReduceOp::kSum : ReduceOp::kAverage) {
   std::vector<at::Tensor> state = params_;
   state.insert(state.end(), buffers.begin(), buffers.end());
   if (comm_.world_size() > 1) broadcast_from_root(state, comm_);
@@ -142,6 +145,7 @@ void BucketedReducer::mark_grad_ready(size_t index) {
                "BucketedReducer: parameter " << index << " received two gradients in one backward; "
                                              << "call backward once per prepare_backward()");
   param_seen_[index] = true;
+  divide(index);
   const size_t bucket = bucket_of_param_[index];
   DTRAIN_CHECK(bucket >= next_launch_, Error,
                "BucketedReducer: gradient of parameter " << index << " arrived after its bucket " << bucket
@@ -149,6 +153,16 @@ void BucketedReducer::mark_grad_ready(size_t index) {
   --pending_[bucket];
   launch_ready_buckets();
   poll_in_flight();
+}
+
+void BucketedReducer::divide(size_t index) {
+  // The average, folded into the hook: the gradient was just written and is still in cache, and the
+  // backend then sums (MPI and Gloo have no average op), so no pass over the bucket follows completion,
+  // where the last bucket's would be exposed. Summing g/W instead of dividing the sum rounds differently
+  // only where W is not a power of two, by an ulp.
+  if (!divide_in_hooks_) return;
+  at::NoGradGuard no_grad;
+  params_[index].mutable_grad().div_(comm_.world_size());
 }
 
 void BucketedReducer::launch_ready_buckets() {
@@ -161,9 +175,9 @@ void BucketedReducer::launch(size_t bucket) {
   if (bucket == 0) since_first_launch_.reset();
   if (wire_[bucket].defined()) {
     wire_[bucket].copy_(buffers_[bucket]);
-    works_.push_back(comm_.allreduce_async(wire_[bucket], ReduceOp::kAverage));
+    works_.push_back(comm_.allreduce_async(wire_[bucket], bucket_op_));
   } else {
-    works_.push_back(comm_.allreduce_async(buffers_[bucket], ReduceOp::kAverage));
+    works_.push_back(comm_.allreduce_async(buffers_[bucket], bucket_op_));
   }
 }
 
@@ -181,7 +195,13 @@ StepCommStats BucketedReducer::finish_backward() {
   Stopwatch exposed;
   const double cpu_before = process_cpu_s();
   // Buckets of parameters that got no gradient this step (unused branches) still go out, in order, so the
-  // collective sequence matches on every rank.
+  // collective sequence matches on every rank; their gradients (zero, or accumulated over earlier
+  // micro-batches) are averaged like the others.
+  for (size_t b = next_launch_; b < specs_.size(); ++b) {
+    for (size_t i : specs_[b].param_indices) {
+      if (!param_seen_[i]) divide(i);
+    }
+  }
   while (next_launch_ < specs_.size()) launch(next_launch_++);
   for (auto& work : works_) work->wait();
   for (size_t b = 0; b < specs_.size(); ++b) {

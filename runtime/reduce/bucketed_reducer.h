@@ -22,7 +22,8 @@ namespace dtrain {
 struct ReducerOptions {
   BucketOptions buckets;
   // Send fp32 buckets as bf16 (half the bytes; gradients keep 8 bits of mantissa on the wire). The
-  // average is taken in bf16 and written back into the fp32 gradients.
+  // bf16 sum (of gradients already divided by the world size, except under NCCL, which averages in bf16)
+  // is written back into the fp32 gradients.
   bool compress_bf16 = false;
 };
 
@@ -48,6 +49,7 @@ class BucketedReducer final : public GradReducer {
   void mark_grad_ready(size_t index);
 
  private:
+  void divide(size_t index);  // averages parameter `index`'s gradient where the backend only sums
   void launch_ready_buckets();
   void launch(size_t bucket);
   void poll_in_flight();
@@ -55,6 +57,8 @@ class BucketedReducer final : public GradReducer {
   std::vector<at::Tensor> params_;
   std::vector<at::Tensor> float_buffers_;  // the buffers sync_buffers() broadcasts (integer counters are equal anyway)
   Communicator& comm_;
+  const bool divide_in_hooks_;  // the backend does not average inside the reduction
+  const ReduceOp bucket_op_;    // kSum where the hooks divide, else kAverage
   std::vector<BucketSpec> specs_;
   std::vector<at::Tensor> buffers_;       // one flat gradient buffer per bucket
   std::vector<at::Tensor> wire_;          // per bucket: its bf16 copy when compressing, else undefined

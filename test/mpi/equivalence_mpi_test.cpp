@@ -86,13 +86,15 @@ class Float64Modules final : public Workload {
 };
 
 // The classic data-parallel bug, for the controls: gradients summed over the ranks where they should be
-// averaged (every kAverage becomes kSum); everything else goes to the real communicator.
+// averaged (every kAverage becomes kSum, and it claims to average inside the reduction, so the reducer
+// leaves the division to it); everything else goes to the real communicator.
 class SumsInsteadOfAverages final : public Communicator {
  public:
   explicit SumsInsteadOfAverages(Communicator& inner) : inner_(inner) {}
   int rank() const override { return inner_.rank(); }
   int world_size() const override { return inner_.world_size(); }
   std::string backend_name() const override { return inner_.backend_name(); }
+  bool averages_in_reduction() const override { return true; }
   void barrier() override { inner_.barrier(); }
 
  protected:

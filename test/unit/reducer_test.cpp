@@ -16,25 +16,30 @@ using namespace dtrain;
 
 namespace {
 
-// Records each allreduce as it is launched: its size, and how many parameters still lacked their gradient at
-// that moment. Reports world size 2 so the reducer communicates; the "sum" leaves data as is.
+// Records each allreduce as it is launched: its size, its op, and how many parameters still lacked their
+// gradient at that moment. Plays two ranks with identical gradients, so the reducer communicates: a sum
+// doubles the data, an average leaves it as is. `averages` says whether it averages inside the reduction.
 class RecordingCommunicator final : public Communicator {
  public:
   struct Launch {
     int64_t bytes;
     int64_t grads_missing;
+    ReduceOp op;
   };
   std::vector<Launch> launches;
   std::function<int64_t()> grads_missing;
+  bool averages = false;
 
   int rank() const override { return 0; }
   int world_size() const override { return 2; }
   std::string backend_name() const override { return "recording"; }
+  bool averages_in_reduction() const override { return averages; }
   void barrier() override {}
 
  protected:
   std::unique_ptr<Work> allreduce_checked(at::Tensor tensor, ReduceOp op) override {
-    launches.push_back({static_cast<int64_t>(tensor.nbytes()), grads_missing ? grads_missing() : -1});
+    launches.push_back({static_cast<int64_t>(tensor.nbytes()), grads_missing ? grads_missing() : -1, op});
+    if (op == ReduceOp::kSum) tensor.mul_(2);
     return local_.allreduce_async(tensor, ReduceOp::kSum);
   }
   void broadcast_checked(at::Tensor& tensor, int root) override {}
@@ -154,4 +159,41 @@ TEST_CASE("the reducer tells finite gradients from NaN and inf, however large th
   CHECK_FALSE(reducer.all_finite().item<bool>());
   reducer.zero_grad();
   CHECK(reducer.all_finite().item<bool>());
+}
+
+TEST_CASE("the average: divided in the hooks where the backend only sums, in the reduction where it averages",
+          "[reduce]") {
+  // Two layers, the second unused in the last micro-batch: its gradient, accumulated earlier and never seen
+  // by a hook in the step that communicates, must be averaged like the others.
+  for (const bool backend_averages : {false, true}) {
+    CAPTURE(backend_averages);
+    at::manual_seed(5);
+    torch::nn::Linear used(8, 4), unused(8, 4);
+    used->to(at::kDouble);
+    unused->to(at::kDouble);
+    std::vector<at::Tensor> params = used->parameters();
+    for (const at::Tensor& p : unused->parameters()) params.push_back(p);
+    RecordingCommunicator comm;
+    comm.averages = backend_averages;
+    BucketedReducer reducer(params, {}, comm, ReducerOptions{BucketOptions{64, 64}});
+    const at::Tensor x = batch_inputs(6, 7).to(at::kDouble);
+    reducer.prepare_backward(false);
+    (used->forward(x).sum() + unused->forward(x).pow(2).sum()).backward();
+    reducer.finish_backward();
+    std::vector<at::Tensor> expected;
+    for (const at::Tensor& p : params) expected.push_back(p.grad().clone());
+    reducer.prepare_backward(true);
+    used->forward(x).sum().backward();
+    reducer.finish_backward();
+    REQUIRE_FALSE(comm.launches.empty());
+    for (const auto& launch : comm.launches) {
+      CHECK(launch.op == (backend_averages ? ReduceOp::kAverage : ReduceOp::kSum));
+    }
+    // Both ranks hold the same gradients, so their average is this rank's own.
+    for (size_t i = 0; i < params.size(); ++i) {
+      CAPTURE(i);
+      const at::Tensor own = i < 2 ? expected[i] * 2 : expected[i];
+      CHECK(test::max_relative_difference(params[i].grad(), own) < test::kReorderBound);
+    }
+  }
 }

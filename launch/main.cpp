@@ -34,6 +34,7 @@
 #include "runtime/monitor/profile_window.h"
 #include "runtime/monitor/resource_monitor.h"
 #include "runtime/monitor/run_telemetry.h"
+#include "runtime/reduce/bucket_probe.h"
 #include "runtime/reduce/bucketed_reducer.h"
 #include "runtime/train/checkpoint_files.h"
 #include "runtime/train/memory_copy.h"
@@ -320,18 +321,30 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
   setup.wait.active = config.comm.wait == WaitPolicy::kActive;
   setup.on_fatal = [this](const CommError& error) { fail_alone(failure_from(error)); };
   std::unique_ptr<Communicator> comm = make_communicator(setup, session_);
+  const c10::Device compute_device = device == DeviceKind::kCuda
+                                         ? c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(cuda_device))
+                                         : c10::Device(c10::DeviceType::CPU);
   ReducerOptions reducer_options;
   reducer_options.buckets = BucketOptions{static_cast<size_t>(config.comm.bucket_mb * (1 << 20)),
                                           static_cast<size_t>(config.comm.first_bucket_mb * (1 << 20))};
+  std::optional<BucketProbeRecord> bucket_probe;
+  if (config.comm.bucket_sizing == BucketSizing::kNetwork && comm->world_size() > 1) {
+    const Failure probe_failure = agree(wait, [&] {
+      const AllreduceFit fit = probe_allreduce(*comm, compute_device);
+      reducer_options.buckets = buckets_for_network(fit, reducer_options.buckets);
+      bucket_probe = BucketProbeRecord{fit.latency_s, fit.bytes_per_s, fit.small_bytes, fit.small_s, fit.large_bytes,
+                                       fit.large_s, fit.probe_s,
+                                       static_cast<int64_t>(reducer_options.buckets.bucket_bytes),
+                                       static_cast<int64_t>(reducer_options.buckets.first_bucket_bytes)};
+    });
+    if (probe_failure.failed()) return fail_together(probe_failure);
+  }
   reducer_options.compress_bf16 = config.comm.compress == Compression::kBf16;
   ReducerFactory make_reducer = [reducer_options](std::vector<at::Tensor> params,
                                                   const std::vector<at::Tensor>& buffers,
                                                   Communicator& c) -> std::unique_ptr<GradReducer> {
     return std::make_unique<BucketedReducer>(std::move(params), buffers, c, reducer_options);
   };
-  const c10::Device compute_device = device == DeviceKind::kCuda
-                                         ? c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(cuda_device))
-                                         : c10::Device(c10::DeviceType::CPU);
 
   // Rank 0 chooses the run's directory and locks it (and a shared checkpoint.dir); every rank learns where
   // its checkpoints are, so that messages name the same paths everywhere. Under an elastic agent the
@@ -406,6 +419,7 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
   info.joined_unix_s = joined_unix_s_;
   info.dtrain_version = DTRAIN_VERSION;
   if (session_.is_root()) info.network = network_info(session_, info.backend);
+  info.bucket_probe = bucket_probe;
   try {
     trainer->run(std::move(info));
   } catch (const NonFiniteError& e) {

@@ -30,6 +30,7 @@ enum class Compression { kNone, kBf16 };        // wire format of gradient bucke
 // thread of mpi_progress.h for the gradients) and blocks; active polls without pause, as Open MPI's own
 // MPI_Wait does, for nodes with a core to spare and the lowest latency.
 enum class WaitPolicy { kPassive, kActive };
+enum class BucketSizing { kFixed, kNetwork };  // comm.bucket_mb as given, or from a probe at start-up
 enum class NonFinitePolicy { kStop, kSkipStep };  // what a NaN/inf loss or gradient does to the run
 // When the world size changes between restarts: hold the global batch (per-rank batch = global / ranks)
 // or the per-rank batch. auto: global under torchrun's elastic agent, else per-rank.
@@ -91,6 +92,9 @@ struct CommOptions {
   DeviceKind device = DeviceKind::kAuto;
   double bucket_mb = 25.0;
   double first_bucket_mb = 1.0;  // PyTorch DDP's first bucket: gradients ready first start moving early
+  // network: the buckets as small as the allreduce's latency allows (reduce/bucket_probe.h), bucket_mb and
+  // first_bucket_mb their upper bounds.
+  BucketSizing bucket_sizing = BucketSizing::kFixed;
   // A collective that does not finish in this time fails the run. Five minutes is far above any step or
   // checkpoint of the studies' models at 32 nodes, and well below PyTorch's 10; the heartbeat warns about
   // stopped ranks within seconds and about a lagging one after a fifth of it.
@@ -200,6 +204,7 @@ const char* to_string(DeviceKind kind);
 const char* to_string(Precision precision);
 const char* to_string(Compression compression);
 const char* to_string(WaitPolicy policy);
+const char* to_string(BucketSizing sizing);
 const char* to_string(NonFinitePolicy policy);
 
 }  // namespace dtrain

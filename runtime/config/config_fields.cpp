@@ -104,6 +104,13 @@ const char* to_string(Compression compression) {
   }
   return "?";
 }
+const char* to_string(BucketSizing sizing) {
+  switch (sizing) {
+    case BucketSizing::kFixed: return "fixed";
+    case BucketSizing::kNetwork: return "network";
+  }
+  return "?";
+}
 const char* to_string(WaitPolicy policy) {
   switch (policy) {
     case WaitPolicy::kPassive: return "passive";
@@ -445,6 +452,12 @@ std::vector<ConfigField> build_fields() {
                           [](TrainConfig& c) -> double& { return c.comm.bucket_mb; }, 0.0, false, 4096.0));
   f.push_back(float_field("comm.first_bucket_mb", "first-bucket-mb", "size of the first (earliest) bucket in MiB",
                           [](TrainConfig& c) -> double& { return c.comm.first_bucket_mb; }, 0.0, false, 4096.0));
+  f.push_back(enum_field<BucketSizing>("comm.bucket_sizing", "bucket-sizing",
+                                       "fixed (bucket-mb, first-bucket-mb) or network: a probe at start-up fits the "
+                                       "allreduce's latency and bandwidth, and buckets are made as small as the "
+                                       "latency allows, at most those sizes (run_start's bucket_probe)",
+                                       [](TrainConfig& c) -> BucketSizing& { return c.comm.bucket_sizing; },
+                                       {BucketSizing::kFixed, BucketSizing::kNetwork}));
   f.push_back(float_field("comm.timeout_s", "comm-timeout-s",
                           "seconds a collective may take before the run fails instead of hanging (stuck ranks are "
                           "named; a warning comes after a fifth of it)",

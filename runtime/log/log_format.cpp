@@ -166,4 +166,14 @@ std::string progress_line_text(const ProgressState& p) {
          rate_and_time_left(p);
 }
 
+std::string bucket_probe_line(const BucketProbeRecord& probe) {
+  char text[256];
+  std::snprintf(text, sizeof text,
+                "buckets from the network: allreduce latency %.2f ms, %.1f MB/s -> buckets of %.2f MiB, the first "
+                "%.2f MiB (probe %.2f s)",
+                probe.latency_s * 1e3, probe.bytes_per_s / 1e6, static_cast<double>(probe.bucket_bytes) / (1 << 20),
+                static_cast<double>(probe.first_bucket_bytes) / (1 << 20), probe.probe_s);
+  return text;
+}
+
 }  // namespace dtrain

@@ -21,6 +21,19 @@ struct NetworkInfo {
   int mtu = 0;            // its MTU; 0: unknown
 };
 
+// The buckets comm.bucket_sizing 'network' chose, and the probe behind them (reduce/bucket_probe.h).
+struct BucketProbeRecord {
+  double latency_s = 0.0;
+  double bytes_per_s = 0.0;
+  int64_t small_bytes = 0;
+  double small_s = 0.0;
+  int64_t large_bytes = 0;
+  double large_s = 0.0;
+  double probe_s = 0.0;
+  int64_t bucket_bytes = 0;
+  int64_t first_bucket_bytes = 0;
+};
+
 struct RunInfo {
   std::string workload;
   std::string config_yaml;  // the effective configuration
@@ -51,6 +64,7 @@ struct RunInfo {
   std::string accelerator;   // rank 0's GPU product name ("" without a GPU or NVML)
   double peak_tflops = 0.0;  // one device's peak behind the mfu figures; 0 = unknown
   NetworkInfo network;
+  std::optional<BucketProbeRecord> bucket_probe;  // set under comm.bucket_sizing 'network' with 2 or more ranks
 };
 
 // A checkpoint written inside an epoch (checkpoint.every_steps, checkpoint.every_s).

@@ -146,7 +146,9 @@ void RunLogger::run_start(const RunInfo& info) {
       << hosts << ") | backend " << info.backend << " | device " << info.device << " | threads per rank "
       << info.threads_per_rank << (info.threads_source.empty() ? "" : " (" + info.threads_source + ")") << "\n"
       << "libtorch " << info.torch_version << " | " << info.launcher << "\n"
-      << "network: " << network_text(info.network) << "\n"
+      << "network: " << network_text(info.network) << "\n";
+  if (info.bucket_probe) out_ << bucket_probe_line(*info.bucket_probe) << "\n";
+  out_
       << "data: " << info.data_description << " | " << info.train_samples << " train, " << info.test_samples
       << " test samples | " << info.parameters << " parameters\n"
       << "run " << run_dir_ << ": events.jsonl, config.yaml" << (options_.tensorboard ? ", tensorboard/" : "")
@@ -188,6 +190,20 @@ void RunLogger::run_start(const RunInfo& info) {
   network["address"] = info.network.address;
   network["mtu"] = info.network.mtu;
   record["network"] = network;
+  if (info.bucket_probe) {
+    const BucketProbeRecord& p = *info.bucket_probe;
+    JsonRecord probe;
+    probe["latency_s"] = p.latency_s;
+    probe["bytes_per_s"] = p.bytes_per_s;
+    probe["small_bytes"] = p.small_bytes;
+    probe["small_s"] = p.small_s;
+    probe["large_bytes"] = p.large_bytes;
+    probe["large_s"] = p.large_s;
+    probe["probe_s"] = p.probe_s;
+    probe["bucket_bytes"] = p.bucket_bytes;
+    probe["first_bucket_bytes"] = p.first_bucket_bytes;
+    record["bucket_probe"] = probe;
+  }
   record["config"] = info.config_yaml;
   write_event(record);
   if (options_.tensorboard) {

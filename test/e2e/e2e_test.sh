@@ -423,14 +423,25 @@ else
   fail "could not find rank 1 of the stuck-rank job"; kill "$job" 2>/dev/null
 fi
 
-# 7. bf16 gradient compression trains normally at 2 ranks. (bf16 autocast is covered by the unit tests:
-#    on CPUs without native bf16 its convolutions are ~15x slower, too slow for an mnist run here.)
-if run_np 2 "${fast[@]}" --epochs 2 --compress bf16 --log-dir logs7 --checkpoint=false >out7.txt 2>&1 &&
+# 7. bf16 gradient compression trains normally at 2 ranks, with buckets sized by the start-up probe: its
+#    figures in run_start and on the console, the caps within their bounds. (bf16 autocast is covered by
+#    the unit tests: on CPUs without native bf16 its convolutions are ~15x slower, too slow for mnist here.)
+if run_np 2 "${fast[@]}" --epochs 2 --compress bf16 --bucket-sizing network --log-dir logs7 --checkpoint=false \
+     >out7.txt 2>&1 &&
    /usr/bin/python3 "$here/check_run_output.py" out7.txt logs7 2 katib &&
-   grep -q 'compress: bf16' logs7/*/config.yaml; then
-  pass "bf16 gradient compression"
+   grep -q 'compress: bf16' logs7/*/config.yaml &&
+   grep -q '^buckets from the network: allreduce latency [0-9.]* ms, [0-9.]* MB/s -> buckets of ' out7.txt &&
+   /usr/bin/python3 - logs7 <<'PY'
+import glob, json, sys
+start = next(json.loads(l) for l in open(glob.glob(sys.argv[1] + "/*/events.jsonl")[0]) if '"event":"run_start"' in l)
+p = start["bucket_probe"]
+assert p["large_s"] > 0 and p["small_s"] > 0 and p["bytes_per_s"] > 0 and 0 < p["probe_s"] < 30, p
+assert 256 << 10 <= p["bucket_bytes"] <= 25 << 20 and p["first_bucket_bytes"] <= min(p["bucket_bytes"], 1 << 20), p
+PY
+then
+  pass "bf16 gradient compression, buckets sized by the network probe"
 else
-  fail "bf16 compression run"; cat out7.txt
+  fail "bf16 compression run with --bucket-sizing network"; cat out7.txt
 fi
 
 # 8. A diverging run (--lr 1e30 after two good epochs): every rank stops at the same step with exit 4,

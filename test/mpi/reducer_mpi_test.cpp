@@ -4,6 +4,7 @@
 #include <torch/optim/sgd.h>
 
 #include "runtime/comm/local_communicator.h"
+#include "runtime/reduce/bucket_probe.h"
 #include "runtime/reduce/bucketed_reducer.h"
 #include "test/mpi/mpi_test_support.h"
 #include "test/support/params.h"
@@ -142,4 +143,18 @@ TEST_CASE("bf16 compression averages gradients to within bf16 precision", "[redu
   CHECK(at::allclose(got, expected, /*rtol=*/1.0 / 64, /*atol=*/scale / 256));
   CHECK_FALSE(at::equal(got, expected));  // the wire format really was bf16
   CHECK(test::same_as_root(*comm, got));  // and every rank holds the same gradients
+}
+
+TEST_CASE("the network probe gives every rank the same fit and buckets", "[reduce][mpi]") {
+  auto comm = test::make_mpi_comm();
+  const AllreduceFit fit = probe_allreduce(*comm, c10::Device(c10::DeviceType::CPU));
+  CHECK(fit.small_bytes < fit.large_bytes);
+  CHECK(fit.small_s > 0);
+  CHECK(fit.large_s > 0);
+  CHECK(fit.bytes_per_s > 0);
+  CHECK(fit.latency_s >= 0);
+  CHECK(fit.latency_s <= fit.small_s);
+  const BucketOptions chosen = buckets_for_network(fit, BucketOptions{});
+  const at::Tensor mine = at::tensor({fit.latency_s, fit.bytes_per_s, static_cast<double>(chosen.bucket_bytes)}, at::kDouble);
+  CHECK(test::same_as_root(*comm, mine));
 }

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "runtime/reduce/bucket_assignment.h"
+#include "runtime/reduce/bucket_probe.h"
 
 using namespace dtrain;
 
@@ -55,4 +56,29 @@ TEST_CASE("every parameter lands in exactly one bucket", "[reduce]") {
   for (int64_t s : sizes) expected += s;
   CHECK(total == expected);
   CHECK(assign_buckets({}, BucketOptions{}).empty());
+}
+
+TEST_CASE("buckets from the network: as small as the allreduce's latency allows, within the fixed caps", "[reduce]") {
+  const BucketOptions fixed{25u << 20, 1u << 20};
+  AllreduceFit fit;
+  // 1 ms and 100 MB/s: a bucket of 9 * 1e-3 * 1e8 = 900 kB spends a tenth of its time in latency.
+  fit.latency_s = 1e-3;
+  fit.bytes_per_s = 1e8;
+  BucketOptions chosen = buckets_for_network(fit, fixed);
+  CHECK(chosen.bucket_bytes == 900000);
+  CHECK(chosen.first_bucket_bytes == 900000);  // never larger than the rest
+  // A slow link with a long latency wants large buckets: capped at comm.bucket_mb, first at first_bucket_mb.
+  fit.latency_s = 0.05;
+  chosen = buckets_for_network(fit, fixed);
+  CHECK(chosen.bucket_bytes == fixed.bucket_bytes);
+  CHECK(chosen.first_bucket_bytes == fixed.first_bucket_bytes);
+  // Shared memory: microseconds of latency; the floor of 256 KiB holds.
+  fit.latency_s = 5e-6;
+  fit.bytes_per_s = 5e9;
+  chosen = buckets_for_network(fit, fixed);
+  CHECK(chosen.bucket_bytes == 256u << 10);
+  // The floor never exceeds what the user allowed.
+  chosen = buckets_for_network(fit, BucketOptions{64u << 10, 16u << 10});
+  CHECK(chosen.bucket_bytes == 64u << 10);
+  CHECK(chosen.first_bucket_bytes == 16u << 10);
 }

@@ -327,23 +327,30 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
   ReducerOptions reducer_options;
   reducer_options.buckets = BucketOptions{static_cast<size_t>(config.comm.bucket_mb * (1 << 20)),
                                           static_cast<size_t>(config.comm.first_bucket_mb * (1 << 20))};
-  std::optional<BucketProbeRecord> bucket_probe;
-  if (config.comm.bucket_sizing == BucketSizing::kNetwork && comm->world_size() > 1) {
-    const Failure probe_failure = agree(wait, [&] {
-      const AllreduceFit fit = probe_allreduce(*comm, compute_device);
-      reducer_options.buckets = buckets_for_network(fit, reducer_options.buckets);
-      bucket_probe = BucketProbeRecord{fit.latency_s, fit.bytes_per_s, fit.small_bytes, fit.small_s, fit.large_bytes,
-                                       fit.large_s, fit.probe_s,
-                                       static_cast<int64_t>(reducer_options.buckets.bucket_bytes),
-                                       static_cast<int64_t>(reducer_options.buckets.first_bucket_bytes)};
-    });
-    if (probe_failure.failed()) return fail_together(probe_failure);
-  }
   reducer_options.compress_bf16 = config.comm.compress == Compression::kBf16;
-  ReducerFactory make_reducer = [reducer_options](std::vector<at::Tensor> params,
-                                                  const std::vector<at::Tensor>& buffers,
-                                                  Communicator& c) -> std::unique_ptr<GradReducer> {
-    return std::make_unique<BucketedReducer>(std::move(params), buffers, c, reducer_options);
+  // comm.bucket_sizing network: the probe runs once, and each reducer's buckets follow from it and the
+  // bytes of its model's gradients.
+  std::optional<AllreduceFit> fit;
+  std::optional<BucketProbeRecord> bucket_probe;
+  double compute_cores = 0.0;
+  if (config.comm.bucket_sizing == BucketSizing::kNetwork && comm->world_size() > 1) {
+    const Failure probe_failure = agree(wait, [&] { fit = probe_allreduce(*comm, compute_device); });
+    if (probe_failure.failed()) return fail_together(probe_failure);
+    if (device != DeviceKind::kCuda) compute_cores = cores_per_rank(read_cpu_facts(), session_.local_world_size());
+    bucket_probe = BucketProbeRecord{fit->latency_s, fit->bytes_per_s, fit->small_bytes, fit->small_s, fit->small_cpu_s,
+                                     fit->large_bytes, fit->large_s, fit->probe_s, compute_cores,
+                                     per_bucket_s(*fit, compute_cores)};
+  }
+  ReducerFactory make_reducer = [reducer_options, fit, compute_cores](std::vector<at::Tensor> params,
+                                                                      const std::vector<at::Tensor>& buffers,
+                                                                      Communicator& c) -> std::unique_ptr<GradReducer> {
+    ReducerOptions options = reducer_options;
+    if (fit) {
+      int64_t gradient_bytes = 0;
+      for (const at::Tensor& p : params) gradient_bytes += static_cast<int64_t>(p.nbytes());
+      options.buckets = buckets_for_network(*fit, compute_cores, gradient_bytes, reducer_options.buckets);
+    }
+    return std::make_unique<BucketedReducer>(std::move(params), buffers, c, options);
   };
 
   // Rank 0 chooses the run's directory and locks it (and a shared checkpoint.dir); every rank learns where

@@ -20,7 +20,8 @@ gradients costs the node's own CPU (the TCP stack, MPI's progress), which on a C
 time lost; sizes below the reference are not predicted. latency and bandwidth are a least-squares
 fit of t = 2(N-1) x latency + 2(N-1)/N x bytes / bandwidth to the sweep of the fewest nodes (dtrain's own
 communicator, what the reducer calls), so the model extrapolates to larger N from a small run and a small
-sweep. Buckets follow the run's comm.bucket_mb and comm.first_bucket_mb, as the reducer cuts them.
+sweep. Buckets are the reference run's own (run_start's gradient_buckets), or where a log lacks them cut from
+its comm.bucket_mb and comm.first_bucket_mb as the reducer cuts them.
 """
 
 import json
@@ -231,8 +232,14 @@ def scaling_model(runs, epochs, run_configs, sweeps, solos=None):
             continue
         config = run_configs.get(reference["run"].iloc[0], {})
         comm_config = config.get("comm", {}) if isinstance(config.get("comm"), dict) else {}
-        sizes = bucket_sizes(gradient_bytes, float(comm_config.get("bucket_mb", 25.0)),
-                             float(comm_config.get("first_bucket_mb", 0.0) or 0.0))
+        layout = comm_config.get("bucket_layout") or []
+        if sum(layout) > 0:
+            # The reference's own buckets (run_start's gradient_buckets), scaled to the bytes on the wire
+            # (half of them under --compress bf16).
+            sizes = [b * gradient_bytes / sum(layout) for b in layout]
+        else:
+            sizes = bucket_sizes(gradient_bytes, float(comm_config.get("bucket_mb", 25.0)),
+                                 float(comm_config.get("first_bucket_mb", 0.0) or 0.0))
         reference_comm = comm_time(int(reference_n), sizes, latency, bandwidth)
         overlap = max(0.0, reference_comm - float(reference["exposed_s"].median()))
         # Where the reference exposed more than its whole predicted allreduce, the excess is a cost per

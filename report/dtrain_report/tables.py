@@ -60,7 +60,16 @@ def run_config(run):
     except yaml.YAMLError:
         run.warnings.append(f"{run.run_id}: the run_start record's config is not YAML")
         return {}
-    return config if isinstance(config, dict) else {}
+    if not isinstance(config, dict):
+        return {}
+    layouts = run.run_start.get("gradient_buckets")
+    if isinstance(layouts, list) and layouts and isinstance(layouts[0], dict) and isinstance(config.get("comm"), dict):
+        # The buckets the reducer cut (the first trained module's), whether from comm.bucket_mb or from the
+        # network probe: the scaling model sends these rather than cutting its own.
+        sizes = [number(b) for b in layouts[0].get("bucket_bytes") or []]
+        if sizes and all(b >= 0 for b in sizes):
+            config["comm"]["bucket_layout"] = sizes
+    return config
 
 
 def resolve_labels(runs):

@@ -5,6 +5,8 @@
 #include <cstdarg>
 #include <cstdio>
 
+#include "runtime/util/strings.h"
+
 namespace dtrain {
 namespace {
 
@@ -166,14 +168,26 @@ std::string progress_line_text(const ProgressState& p) {
          rate_and_time_left(p);
 }
 
-std::string bucket_probe_line(const BucketProbeRecord& probe) {
-  char text[256];
-  std::snprintf(text, sizeof text,
-                "buckets from the network: allreduce latency %.2f ms, %.1f MB/s -> buckets of %.2f MiB, the first "
-                "%.2f MiB (probe %.2f s)",
-                probe.latency_s * 1e3, probe.bytes_per_s / 1e6, static_cast<double>(probe.bucket_bytes) / (1 << 20),
-                static_cast<double>(probe.first_bucket_bytes) / (1 << 20), probe.probe_s);
-  return text;
+std::string bucket_probe_line(const BucketProbeRecord& probe, const std::vector<GradientBuckets>& layouts) {
+  const std::string cores = probe.compute_cores > 0 ? format_number(probe.compute_cores) + " cores per rank"
+                                                    : std::string("a device (not counted)");
+  std::string line = printf_string(
+      "buckets from the network: allreduce latency %.2f ms, %.1f MB/s, %.2f ms CPU each on %s -> %.2f ms per bucket "
+      "(probe %.2f s)",
+      probe.latency_s * 1e3, probe.bytes_per_s / 1e6, probe.small_cpu_s * 1e3, cores.c_str(), probe.per_bucket_s * 1e3,
+      probe.probe_s);
+  for (const GradientBuckets& layout : layouts) {
+    int64_t total = 0;
+    int64_t largest = 0;
+    for (int64_t bytes : layout.bucket_bytes) {
+      total += bytes;
+      largest = std::max(largest, bytes);
+    }
+    line += printf_string("; %s: %.1f MB in %zu bucket%s of up to %.2f MiB", layout.module.c_str(),
+                          static_cast<double>(total) / 1e6, layout.bucket_bytes.size(),
+                          layout.bucket_bytes.size() == 1 ? "" : "s", static_cast<double>(largest) / (1 << 20));
+  }
+  return line;
 }
 
 }  // namespace dtrain

@@ -41,9 +41,9 @@ std::string epoch_summary_line(const EpochStats& stats);
 // "epoch 3/3 | train_loss 0.1234 | test_acc 98.61% | test_loss 0.0456 | from its checkpoint, nothing left to train"
 std::string finished_run_line(const EpochStats& stats);
 
-// "buckets from the network: allreduce latency 0.42 ms, 96.1 MB/s -> buckets of 0.35 MiB, the first 0.35 MiB
-// (probe 0.09 s)"
-std::string bucket_probe_line(const BucketProbeRecord& probe);
+// "buckets from the network: allreduce latency 0.42 ms, 96.1 MB/s, 0.31 ms CPU each on 0.25 cores per rank
+// -> 1.66 ms per bucket (probe 0.21 s); model: 46.8 MB in 18 buckets of up to 2.90 MiB"
+std::string bucket_probe_line(const BucketProbeRecord& probe, const std::vector<GradientBuckets>& layouts);
 
 // "test_acc 98.61% | test_loss 0.0456"
 std::string final_metrics_text(const MetricValues& metrics);

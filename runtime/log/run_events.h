@@ -27,11 +27,18 @@ struct BucketProbeRecord {
   double bytes_per_s = 0.0;
   int64_t small_bytes = 0;
   double small_s = 0.0;
+  double small_cpu_s = 0.0;
   int64_t large_bytes = 0;
   double large_s = 0.0;
   double probe_s = 0.0;
-  int64_t bucket_bytes = 0;
-  int64_t first_bucket_bytes = 0;
+  double compute_cores = 0.0;  // the cores a rank computes on; 0: not on the CPU
+  double per_bucket_s = 0.0;   // what one more bucket costs a step
+};
+
+// How one trained module's gradients are cut into buckets.
+struct GradientBuckets {
+  std::string module;                 // as the workload names it: "model"; "generator", "discriminator"
+  std::vector<int64_t> bucket_bytes;  // in the order they are sent
 };
 
 struct RunInfo {
@@ -65,6 +72,7 @@ struct RunInfo {
   double peak_tflops = 0.0;  // one device's peak behind the mfu figures; 0 = unknown
   NetworkInfo network;
   std::optional<BucketProbeRecord> bucket_probe;  // set under comm.bucket_sizing 'network' with 2 or more ranks
+  std::vector<GradientBuckets> gradient_buckets;  // one per module with an optimizer
 };
 
 // A checkpoint written inside an epoch (checkpoint.every_steps, checkpoint.every_s).

@@ -147,7 +147,7 @@ void RunLogger::run_start(const RunInfo& info) {
       << info.threads_per_rank << (info.threads_source.empty() ? "" : " (" + info.threads_source + ")") << "\n"
       << "libtorch " << info.torch_version << " | " << info.launcher << "\n"
       << "network: " << network_text(info.network) << "\n";
-  if (info.bucket_probe) out_ << bucket_probe_line(*info.bucket_probe) << "\n";
+  if (info.bucket_probe) out_ << bucket_probe_line(*info.bucket_probe, info.gradient_buckets) << "\n";
   out_
       << "data: " << info.data_description << " | " << info.train_samples << " train, " << info.test_samples
       << " test samples | " << info.parameters << " parameters\n"
@@ -197,13 +197,22 @@ void RunLogger::run_start(const RunInfo& info) {
     probe["bytes_per_s"] = p.bytes_per_s;
     probe["small_bytes"] = p.small_bytes;
     probe["small_s"] = p.small_s;
+    probe["small_cpu_s"] = p.small_cpu_s;
     probe["large_bytes"] = p.large_bytes;
     probe["large_s"] = p.large_s;
     probe["probe_s"] = p.probe_s;
-    probe["bucket_bytes"] = p.bucket_bytes;
-    probe["first_bucket_bytes"] = p.first_bucket_bytes;
+    probe["compute_cores"] = p.compute_cores;
+    probe["per_bucket_s"] = p.per_bucket_s;
     record["bucket_probe"] = probe;
   }
+  std::vector<JsonRecord> gradient_buckets;
+  for (const GradientBuckets& buckets : info.gradient_buckets) {
+    JsonRecord entry;
+    entry["module"] = buckets.module;
+    entry["bucket_bytes"] = buckets.bucket_bytes;
+    gradient_buckets.push_back(std::move(entry));
+  }
+  record["gradient_buckets"] = gradient_buckets;
   record["config"] = info.config_yaml;
   write_event(record);
   if (options_.tensorboard) {

@@ -216,6 +216,12 @@ StepCommStats BucketedReducer::finish_backward() {
   return stats;
 }
 
+std::vector<int64_t> BucketedReducer::bucket_bytes() const {
+  std::vector<int64_t> bytes;
+  for (const BucketSpec& spec : specs_) bytes.push_back(spec.bytes);
+  return bytes;
+}
+
 void BucketedReducer::zero_grad() {
   for (at::Tensor& buffer : buffers_) buffer.zero_();
 }

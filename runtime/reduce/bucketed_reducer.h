@@ -42,6 +42,7 @@ class BucketedReducer final : public GradReducer {
   void sync_buffers() override;
   void zero_grad() override;
   at::Tensor all_finite() const override;
+  std::vector<int64_t> bucket_bytes() const override;
 
   const std::vector<BucketSpec>& buckets() const { return specs_; }
 

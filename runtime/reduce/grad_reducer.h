@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace dtrain {
 
@@ -41,6 +42,9 @@ class GradReducer {
   // gradient is finite. After a synchronising finish_backward() the gradients are the average over
   // ranks, so every rank gets the same answer: a NaN or inf on any rank reaches all of them.
   virtual at::Tensor all_finite() const = 0;
+
+  // Local: the bytes of each bucket of gradients, in the order they are sent (for the run log).
+  virtual std::vector<int64_t> bucket_bytes() const = 0;
 };
 
 }  // namespace dtrain

@@ -315,6 +315,7 @@ void Trainer::start_run(RunInfo& info) {
   for (const TrainedModule& m : state_.modules()) {
     if (!m.optimizer) continue;  // a copy the step keeps (a moving average) trains nothing of its own
     for (const at::Tensor& p : m.module->parameters()) info.parameters += p.numel();
+    if (m.reducer) info.gradient_buckets.push_back({m.name, m.reducer->bucket_bytes()});
   }
   for (RunObserver* o : observers_) o->run_starting(info);
   logger_.run_start(info);

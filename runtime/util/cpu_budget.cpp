@@ -105,6 +105,40 @@ CpuFacts read_cpu_facts(const std::string& cgroup_root, const std::string& proc_
   return facts;
 }
 
+namespace {
+
+// The cores this process may really use, what bounds them, and whether the ranks of the node were bound
+// to cores of their own (each rank's affinity mask fits the node beside the others').
+struct UsableCores {
+  double cores = 1.0;
+  std::string source;
+  bool bound = false;
+};
+
+UsableCores usable_cores(const CpuFacts& facts, int local_ranks) {
+  UsableCores usable{static_cast<double>(std::max(1, facts.node_cores)), std::to_string(facts.node_cores) + " cores",
+                     false};
+  if (facts.affinity > 0 && facts.affinity < usable.cores) {
+    usable.cores = facts.affinity;
+    usable.source = "affinity mask of " + std::to_string(facts.affinity) + (facts.affinity == 1 ? " core" : " cores");
+    usable.bound = facts.affinity * local_ranks <= facts.node_cores;
+  }
+  if (facts.quota > 0 && facts.quota < usable.cores) {
+    usable.cores = facts.quota;
+    usable.source = "cgroup CPU quota of " + cores_text(facts.quota) + (facts.quota == 1.0 ? " core" : " cores");
+    usable.bound = false;  // a pod's or job's quota is shared by all its ranks
+  }
+  return usable;
+}
+
+}  // namespace
+
+double cores_per_rank(const CpuFacts& facts, int local_ranks) {
+  local_ranks = std::max(1, local_ranks);
+  const UsableCores usable = usable_cores(facts, local_ranks);
+  return usable.bound ? usable.cores : usable.cores / local_ranks;
+}
+
 ThreadChoice choose_threads(const std::function<std::optional<std::string>(const std::string&)>& env,
                             const CpuFacts& facts, int local_ranks) {
   std::string warning;
@@ -130,23 +164,11 @@ ThreadChoice choose_threads(const std::function<std::optional<std::string>(const
     return ThreadChoice{*value, std::string(name) + "=" + *text, warning};
   }
   local_ranks = std::max(1, local_ranks);
-  double usable = std::max(1, facts.node_cores);
-  std::string source = std::to_string(facts.node_cores) + " cores";
-  bool bound = false;
-  if (facts.affinity > 0 && facts.affinity < usable) {
-    usable = facts.affinity;
-    source = "affinity mask of " + std::to_string(facts.affinity) + (facts.affinity == 1 ? " core" : " cores");
-    bound = facts.affinity * local_ranks <= facts.node_cores;
-  }
-  if (facts.quota > 0 && facts.quota < usable) {
-    usable = facts.quota;
-    source = "cgroup CPU quota of " + cores_text(facts.quota) + (facts.quota == 1.0 ? " core" : " cores");
-    bound = false;  // a pod's or job's quota is shared by all its ranks
-  }
-  const int whole = std::max(1, static_cast<int>(std::floor(usable + 1e-9)));
-  if (bound || local_ranks == 1) return ThreadChoice{whole, source, warning};
-  return ThreadChoice{std::max(1, whole / local_ranks), source + " / " + std::to_string(local_ranks) + " ranks on the node",
-                      warning};
+  const UsableCores usable = usable_cores(facts, local_ranks);
+  const int whole = std::max(1, static_cast<int>(std::floor(usable.cores + 1e-9)));
+  if (usable.bound || local_ranks == 1) return ThreadChoice{whole, usable.source, warning};
+  return ThreadChoice{std::max(1, whole / local_ranks),
+                      usable.source + " / " + std::to_string(local_ranks) + " ranks on the node", warning};
 }
 
 }  // namespace dtrain

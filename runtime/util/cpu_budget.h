@@ -35,6 +35,10 @@ CpuFacts read_cpu_facts(const std::string& cgroup_root = "/sys/fs/cgroup",
 // cpu.cfs_period_us (-1 = none). 0 when there is no quota or it cannot be read.
 double cgroup_cpu_quota(const std::string& cgroup_root, const std::string& proc_self_cgroup);
 
+// The cores (fractional under a quota) one of the node's `local_ranks` ranks may use: the smallest of node
+// cores, affinity and quota, shared among the ranks unless their affinity masks fit the node side by side.
+double cores_per_rank(const CpuFacts& facts, int local_ranks);
+
 // OMP_NUM_THREADS (its first level where it lists several, as OpenMP reads "4,2"), else SLURM_CPUS_PER_TASK,
 // else the usable cores (the smallest of node cores, affinity and quota) divided among the `local_ranks`
 // of the node, unless the ranks' affinity masks fit the node side by side (affinity x local ranks <= node

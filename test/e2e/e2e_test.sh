@@ -430,13 +430,21 @@ if run_np 2 "${fast[@]}" --epochs 2 --compress bf16 --bucket-sizing network --lo
      >out7.txt 2>&1 &&
    /usr/bin/python3 "$here/check_run_output.py" out7.txt logs7 2 katib &&
    grep -q 'compress: bf16' logs7/*/config.yaml &&
-   grep -q '^buckets from the network: allreduce latency [0-9.]* ms, [0-9.]* MB/s -> buckets of ' out7.txt &&
-   /usr/bin/python3 - logs7 <<'PY'
+   grep -q '^buckets from the network: allreduce latency [0-9.]* ms, [0-9.]* MB/s, .*; model: 4.8 MB in [0-9]* buckets\{0,1\} of up to ' out7.txt &&
+   /usr/bin/python3 - logs7 "$here/../../report" <<'PY'
 import glob, json, sys
 start = next(json.loads(l) for l in open(glob.glob(sys.argv[1] + "/*/events.jsonl")[0]) if '"event":"run_start"' in l)
 p = start["bucket_probe"]
 assert p["large_s"] > 0 and p["small_s"] > 0 and p["bytes_per_s"] > 0 and 0 < p["probe_s"] < 30, p
-assert 256 << 10 <= p["bucket_bytes"] <= 25 << 20 and p["first_bucket_bytes"] <= min(p["bucket_bytes"], 1 << 20), p
+assert p["compute_cores"] > 0 and p["per_bucket_s"] >= p["latency_s"], p
+(layout,) = start["gradient_buckets"]
+assert layout["module"] == "model" and sum(layout["bucket_bytes"]) == 4 * start["parameters"], (layout, start["parameters"])
+# dtrain-report's scaling model sends this run's own buckets.
+sys.path.insert(0, sys.argv[2])
+from dtrain_report.runs import discover
+from dtrain_report.tables import run_config
+comm = run_config(discover(sys.argv[1])[0])["comm"]
+assert comm["bucket_layout"] == layout["bucket_bytes"], comm
 PY
 then
   pass "bf16 gradient compression, buckets sized by the network probe"

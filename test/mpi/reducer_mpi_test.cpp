@@ -154,7 +154,8 @@ TEST_CASE("the network probe gives every rank the same fit and buckets", "[reduc
   CHECK(fit.bytes_per_s > 0);
   CHECK(fit.latency_s >= 0);
   CHECK(fit.latency_s <= fit.small_s);
-  const BucketOptions chosen = buckets_for_network(fit, BucketOptions{});
+  CHECK(fit.small_cpu_s >= 0);
+  const BucketOptions chosen = buckets_for_network(fit, 1.0, 40 << 20, BucketOptions{});
   const at::Tensor mine = at::tensor({fit.latency_s, fit.bytes_per_s, static_cast<double>(chosen.bucket_bytes)}, at::kDouble);
   CHECK(test::same_as_root(*comm, mine));
 }

@@ -2,7 +2,8 @@
 """dtrain-report's scaling model (report/dtrain_report/model.py) on worlds whose answer is known:
   - the ring fit recovers latency and bandwidth from a sweep that follows the ring model exactly, in the
     JSON layout dtrain_allreduce_bench writes, and ignores a sweep of one rank;
-  - the buckets are cut as the reducer cuts them (first bucket, then bucket_mb each);
+  - the buckets are cut as the reducer cuts them (first bucket, then bucket_mb each), or are the ones a
+    run logged (gradient_buckets), with a control that cuts its own;
   - runs whose step times follow the model at 2, 4 and 8 nodes are predicted to within 1e-9 from the
     2-node run and the 2-node sweep, while a platform that adds 50 ms per step at 8 nodes shows it as
     measured / predicted = (step + 0.05) / step there, and a run that failed does not count;
@@ -88,6 +89,27 @@ for _, row in model.iterrows():
           row["runs"] == (2 if row["nodes"] == 4 else 3),
           f"{row['platform']} at {row['nodes']}: calibration {row['calibration']}, reference {row['reference_nodes']}, runs {row['runs']}")
 check(scaling_model(pd.DataFrame(runs), pd.DataFrame(epochs), configs, {}).empty, "no sweep, no model")
+
+# Runs that logged their own buckets (run_start's gradient_buckets; --bucket-sizing network cuts four of
+# 1.2 MB here where bucket_mb would cut 1 MiB and the rest): the model sends those. A model that cut its
+# own would be off at 8 nodes, where the buckets' latency differs.
+layout = [GRAD / 4] * 4
+own_runs, own_epochs, own_configs = [], [], {}
+for n in (1, 2, 4, 8):
+    step, exposed, comm = predict_step(n, COMPUTE, OVERLAP, layout, LATENCY, BANDWIDTH) if n > 1 else (COMPUTE, 0.0, 0.0)
+    run = f"own/n{n}"
+    own_runs.append({"run": run, "result": "succeeded"})
+    own_epochs.append({"run": run, "platform": "own", "workload": "mnist", "nodes": n, "steps": 30, "train_s": step * 30,
+                       "comm_s": comm * 30, "exposed_comm_s": exposed * 30, "bytes_allreduced_per_step": GRAD if n > 1 else 0})
+    own_configs[run] = {"comm": {"bucket_mb": 25.0, "first_bucket_mb": 1.0, "bucket_layout": layout}}
+own = scaling_model(pd.DataFrame(own_runs), pd.DataFrame(own_epochs), own_configs, {"own": [sweep(2, "own")]})
+check(len(own) == 3 and all(close(r, 1.0) for r in own["measured_over_predicted"]) and set(own["buckets"]) == {4},
+      f"a run's own buckets: measured / predicted {list(own['measured_over_predicted'])}, buckets {set(own['buckets'])}")
+for c in own_configs.values():
+    del c["comm"]["bucket_layout"]
+cut_here = scaling_model(pd.DataFrame(own_runs), pd.DataFrame(own_epochs), own_configs, {"own": [sweep(2, "own")]})
+check(not close(cut_here[cut_here["nodes"] == 8]["measured_over_predicted"].iloc[0], 1.0),
+      "the control: buckets cut from bucket_mb miss the runs' own at 8 nodes")
 
 # The emulator's floor: with solo runs (every node alone at once) 8% slower at 8 nodes than at 2, the
 # model's compute at 8 nodes grows by as much, and slow8's extra 0.05 s is explained as far as the solo

@@ -1,5 +1,6 @@
 #include "test/support/catch.h"
 
+#include <cmath>
 #include <set>
 
 #include "runtime/reduce/bucket_assignment.h"
@@ -58,27 +59,31 @@ TEST_CASE("every parameter lands in exactly one bucket", "[reduce]") {
   CHECK(assign_buckets({}, BucketOptions{}).empty());
 }
 
-TEST_CASE("buckets from the network: as small as the allreduce's latency allows, within the fixed caps", "[reduce]") {
+TEST_CASE("buckets from the network: the square root of gradients x bandwidth x each bucket's cost", "[reduce]") {
   const BucketOptions fixed{25u << 20, 1u << 20};
   AllreduceFit fit;
-  // 1 ms and 100 MB/s: a bucket of 9 * 1e-3 * 1e8 = 900 kB spends a tenth of its time in latency.
   fit.latency_s = 1e-3;
   fit.bytes_per_s = 1e8;
-  BucketOptions chosen = buckets_for_network(fit, fixed);
-  CHECK(chosen.bucket_bytes == 900000);
-  CHECK(chosen.first_bucket_bytes == 900000);  // never larger than the rest
-  // A slow link with a long latency wants large buckets: capped at comm.bucket_mb, first at first_bucket_mb.
-  fit.latency_s = 0.05;
-  chosen = buckets_for_network(fit, fixed);
-  CHECK(chosen.bucket_bytes == fixed.bucket_bytes);
+  fit.small_cpu_s = 5e-4;
+  // On a device the CPU does not count: 1 ms per bucket, sqrt(40e6 x 1e8 x 1e-3) = 2e6 bytes.
+  CHECK(per_bucket_s(fit, 0.0) == Approx(1e-3));
+  BucketOptions chosen = buckets_for_network(fit, 0.0, 40000000, fixed);
+  CHECK(chosen.bucket_bytes == 2000000);
   CHECK(chosen.first_bucket_bytes == fixed.first_bucket_bytes);
-  // Shared memory: microseconds of latency; the floor of 256 KiB holds.
-  fit.latency_s = 5e-6;
-  fit.bytes_per_s = 5e9;
-  chosen = buckets_for_network(fit, fixed);
-  CHECK(chosen.bucket_bytes == 256u << 10);
+  // On a quarter core the 0.5 ms of CPU costs 2 ms of the step: 3 ms per bucket, sqrt(40e6 x 1e8 x 3e-3).
+  CHECK(per_bucket_s(fit, 0.25) == Approx(3e-3));
+  chosen = buckets_for_network(fit, 0.25, 40000000, fixed);
+  CHECK(chosen.bucket_bytes == static_cast<size_t>(std::sqrt(40e6 * 1e8 * 3e-3)));
+  // Fewer gradients, smaller buckets; the first bucket never larger than the rest.
+  chosen = buckets_for_network(fit, 0.0, 400000, fixed);
+  CHECK(chosen.bucket_bytes == 256u << 10);  // sqrt(4e5 x 1e8 x 1e-3) = 200 kB, below the floor
+  CHECK(chosen.first_bucket_bytes == 256u << 10);
+  // A slow, costly network wants large buckets: capped at comm.bucket_mb.
+  fit.latency_s = 0.5;
+  chosen = buckets_for_network(fit, 1.0, 400000000, fixed);
+  CHECK(chosen.bucket_bytes == fixed.bucket_bytes);
   // The floor never exceeds what the user allowed.
-  chosen = buckets_for_network(fit, BucketOptions{64u << 10, 16u << 10});
+  chosen = buckets_for_network(fit, 1.0, 400000, BucketOptions{64u << 10, 16u << 10});
   CHECK(chosen.bucket_bytes == 64u << 10);
   CHECK(chosen.first_bucket_bytes == 16u << 10);
 }

@@ -189,3 +189,23 @@ TEST_CASE("Katib's File collector values are the console line's, as text", "[log
   CHECK(utc_timestamp_ms(1764000000.25) == "2025-11-24T16:00:00.250Z");
   CHECK(utc_timestamp_ms(1764000000.9996) == "2025-11-24T16:00:00.999Z");
 }
+
+TEST_CASE("the network probe's console line gives its figures and each module's buckets", "[log]") {
+  BucketProbeRecord probe;
+  probe.latency_s = 4.2e-4;
+  probe.bytes_per_s = 96.14e6;
+  probe.small_cpu_s = 3.1e-4;
+  probe.compute_cores = 0.25;
+  probe.per_bucket_s = 1.66e-3;
+  probe.probe_s = 0.207;
+  const std::vector<GradientBuckets> layouts{{"generator", {1048576, 3041280, 3041280}}, {"discriminator", {262144}}};
+  std::string line = bucket_probe_line(probe, layouts);
+  CHECK(line ==
+        "buckets from the network: allreduce latency 0.42 ms, 96.1 MB/s, 0.31 ms CPU each on 0.25 cores per rank -> "
+        "1.66 ms per bucket (probe 0.21 s); generator: 7.1 MB in 3 buckets of up to 2.90 MiB; discriminator: 0.3 MB in "
+        "1 bucket of up to 0.25 MiB");
+  CHECK(line.find("real") == std::string::npos);
+  probe.compute_cores = 0;
+  line = bucket_probe_line(probe, {});
+  CHECK(line.find("0.31 ms CPU each on a device (not counted) -> 1.66 ms per bucket (probe 0.21 s)") != std::string::npos);
+}

@@ -58,32 +58,35 @@ def write_index(out_dir, studies, tables, figures, skipped, warnings):
              "</p><h2>Runs</h2>"]
     if len(runs):
         parts.append(table_html(runs[columns]))
-    scaling = tables.get("scaling")
-    if scaling is not None and len(scaling) and scaling["nodes"].nunique() > 1:
-        parts.append("<h2>Weak scaling: time per step and efficiency</h2><p>Efficiency is the time per step at "
-                     "base_nodes over the time at each size (1.0: the same time at any size), with its spread "
-                     "over the repetitions.</p>")
-        parts.append(table_html(scaling))
-    model = tables.get("model")
-    if model is not None and len(model):
-        parts.append("<h2>Scaling model: measured / predicted time per step</h2><p>Predicted from each platform's "
-                     "smallest run and its allreduce sweep (docs/studies.md); measured_over_predicted above 1 is "
-                     "time the platform adds beyond what its network explains.</p>")
-        parts.append(table_html(model[[c for c in MODEL_SUMMARY if c in model]]))
-    peer = tables.get("peer")
-    if peer is not None and len(peer):
-        parts.append("<h2>dtrain beside its peer</h2><p>The same workload, batch per rank and platform: speedup "
-                     "is the peer's time per step over dtrain's (above 1: dtrain is faster); the efficiencies "
-                     "and the model's errors (measured over predicted - 1) of each.</p>")
-        parts.append(table_html(peer))
-    floor = tables.get("floor")
-    if floor is not None and len(floor):
-        parts.append("<h2>The emulated cluster's own cost</h2><p>What moving a GB costs two nodes' CPU across "
-                     "the emulated link, against the same stream inside one node (the host's TCP stack alone, "
-                     "as with a real NIC); floor_node_cpu_s_per_gb is the emulation's share charged to the "
-                     "nodes, floor_softirq_s_per_gb the host's softirq time that no node pays for "
-                     "(deploy/local/emulator_floor.py).</p>")
-        parts.append(table_html(floor))
+    # The summary tables, each under its heading where the study has rows for it (weak scaling only
+    # where it has more than one size).
+    sections = [
+        ("scaling", "Weak scaling: time per step and efficiency",
+         "Efficiency is the time per step at base_nodes over the time at each size (1.0: the same time at any "
+         "size), with its spread over the repetitions.",
+         lambda df: df if df["nodes"].nunique() > 1 else df.iloc[0:0]),
+        ("model", "Scaling model: measured / predicted time per step",
+         "Predicted from each platform's smallest run and its allreduce sweep (docs/studies.md); "
+         "measured_over_predicted above 1 is time the platform adds beyond what its network explains.",
+         lambda df: df[[c for c in MODEL_SUMMARY if c in df]]),
+        ("peer", "dtrain beside its peer",
+         "The same workload, batch per rank and platform: speedup is the peer's time per step over dtrain's "
+         "(above 1: dtrain is faster); the efficiencies and the model's errors (measured over predicted - 1) "
+         "of each.", None),
+        ("floor", "The emulated cluster's own cost",
+         "What moving a GB costs two nodes' CPU across the emulated link, against the same stream inside one "
+         "node (the host's TCP stack alone, as with a real NIC); floor_node_cpu_s_per_gb is the emulation's "
+         "share charged to the nodes, floor_softirq_s_per_gb the host's softirq time that no node pays for "
+         "(deploy/local/emulator_floor.py).", None),
+    ]
+    for key, title, text, shown_part in sections:
+        df = tables.get(key)
+        if df is None or not len(df):
+            continue
+        df = shown_part(df) if shown_part else df
+        if len(df):
+            parts.append(f"<h2>{html.escape(title)}</h2><p>{html.escape(text)}</p>")
+            parts.append(table_html(df))
     for title, paths in figures:
         # Several plots of one kind (a run's resources each) side by side where the window has room.
         parts.append(f"<h2>{html.escape(title)}</h2>" + ("<div class='plots'>" if len(paths) > 1 else "<div>"))

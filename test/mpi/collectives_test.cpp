@@ -90,7 +90,11 @@ TEST_CASE("a rank waiting for a late peer leaves its CPU to others; comm.wait ac
   auto comm = test::make_mpi_comm();
   if (comm->rank() == 0) {
     INFO("rank 0's CPU while waiting " << late_s << " s: passive " << passive << " s, active " << active << " s");
-    CHECK(passive < 0.2 * late_s);
+    // The sleeping wait still wakes up to 4000 times a second (a 250 us pause at most), each wake an
+    // MPI_Test through every transport: 10-20% of a core on 2-core VMs, 0.05-0.10 s here. A wait that
+    // polls takes the whole core, so the bound sits between the two with room for a slower machine.
+    CHECK(passive < 0.3 * late_s);
+    CHECK(passive < 0.5 * active);
     // The control: the same measure sees a wait that polls (with some of the core lost to the peers on a
     // machine with more ranks than cores).
     CHECK(active > 0.3 * late_s);

@@ -11,6 +11,7 @@
 
 #include "runtime/bootstrap/heartbeat.h"
 #include "test/mpi/mpi_test_support.h"
+#include "test/support/skip.h"
 
 using namespace dtrain;
 using Catch::Matchers::Contains;
@@ -36,11 +37,7 @@ bool eventually(const std::function<bool()>& done) {
   return done();
 }
 
-bool skip_without_thread_multiple() {
-  if (test::session().has_thread_multiple()) return false;
-  WARN("skipped: this MPI provides no MPI_THREAD_MULTIPLE, so dtrain runs no heartbeat");
-  return true;
-}
+constexpr const char* kNoThreadMultiple = "this MPI provides no MPI_THREAD_MULTIPLE, so dtrain runs no heartbeat";
 
 std::string who(int rank) {
   return "rank " + std::to_string(rank) + "/" + std::to_string(test::session().world_size()) + " (host " +
@@ -50,7 +47,7 @@ std::string who(int rank) {
 }  // namespace
 
 TEST_CASE("the heartbeat brings every rank's activity to rank 0 and ends cleanly", "[heartbeat][mpi]") {
-  if (skip_without_thread_multiple()) return;
+  if (!test::session().has_thread_multiple()) DTRAIN_SKIP(kNoThreadMultiple);
   MpiSession& session = test::session();
   const int last = session.world_size() - 1;
   Activity activity;
@@ -70,7 +67,7 @@ TEST_CASE("the heartbeat brings every rank's activity to rank 0 and ends cleanly
 }
 
 TEST_CASE("the heartbeat names the rank the others wait for", "[heartbeat][mpi]") {
-  if (skip_without_thread_multiple()) return;
+  if (!test::session().has_thread_multiple()) DTRAIN_SKIP(kNoThreadMultiple);
   MpiSession& session = test::session();
   const int last = session.world_size() - 1;
   Activity activity;
@@ -119,7 +116,7 @@ TEST_CASE("the heartbeat names the rank the others wait for", "[heartbeat][mpi]"
 }
 
 TEST_CASE("a rank's fatal error reaches rank 0 before the job ends", "[heartbeat][mpi]") {
-  if (skip_without_thread_multiple()) return;
+  if (!test::session().has_thread_multiple()) DTRAIN_SKIP(kNoThreadMultiple);
   MpiSession& session = test::session();
   const int last = session.world_size() - 1;
   Activity activity;

@@ -16,6 +16,7 @@
 #include "test/support/temp_dir.h"
 #include "test/support/tiny_workload.h"
 #include "test/support/train_run.h"
+#include "test/support/skip.h"
 
 using namespace dtrain;
 using Catch::Matchers::Contains;
@@ -130,8 +131,7 @@ TEST_CASE("a per-user directory that is a link, or not private, is not used and 
   }
   SECTION("another user's") {
     if (::geteuid() != 0) {
-      WARN("skipped: making a directory another user owns needs root");
-      return;
+      DTRAIN_SKIP("making a directory another user owns needs root");
     }
     fs::create_directory(user_dir(root));
     fs::permissions(user_dir(root), static_cast<fs::perms>(0700));

@@ -15,6 +15,7 @@
 #include "runtime/data/image_transform.h"
 #include "runtime/util/error.h"
 #include "test/support/temp_dir.h"
+#include "test/support/skip.h"
 #include "workloads/vision/alexnet.h"
 #include "workloads/vision/resnet.h"
 
@@ -206,8 +207,7 @@ open(out + "/cut.jpg", "wb").write(whole[: len(whole) // 3])
   std::ofstream(dir.file("make.py")) << script;
   const std::string command = "/usr/bin/python3 " + dir.file("make.py") + " " + dir.path() + " 2>/dev/null";
   if (std::system(command.c_str()) != 0) {
-    WARN("skipped: /usr/bin/python3 with PIL and numpy (Debian: python3-pil, python3-numpy) is needed");
-    return;
+    DTRAIN_SKIP("/usr/bin/python3 with PIL and numpy (Debian: python3-pil, python3-numpy) is needed");
   }
   const RgbImage cmyk = decode_image_file(dir.file("cmyk.jpg"));
   std::ifstream in(dir.file("cmyk.rgb"), std::ios::binary);

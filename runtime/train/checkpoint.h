@@ -20,34 +20,11 @@
 #include "runtime/config/config.h"
 #include "runtime/log/run_events.h"
 #include "runtime/train/checkpoint_files.h"
+#include "runtime/train/checkpoint_format.h"
 #include "runtime/train/memory_copy.h"
 #include "runtime/train/train_state.h"
 
 namespace dtrain {
-
-struct CheckpointMeta {
-  int64_t epoch = 0;  // last completed epoch
-  int64_t seed = 0;
-  std::string workload;
-  std::string optimizer;
-  int64_t world_size = 0;  // informational: a checkpoint resumes at any world size
-  // The epoch's reduced metrics (epoch, epochs, lr, sample counts, the named training and evaluation
-  // metrics). Absent in checkpoints of format 1, which did not store them.
-  std::optional<EpochStats> metrics;
-  std::string path;  // where it was read from (restore only)
-  std::string labels;  // WorkloadData::labels of the data it was trained on ("" when not recorded)
-  // Inside an epoch (format 4): how far epoch `epoch + 1` had got. Zero for a checkpoint at an epoch's end.
-  int64_t epoch_samples = 0;  // global samples of it trained: the sampler's position
-  int64_t epoch_steps = 0;    // optimizer steps of it taken
-  MetricValues partial_train;  // the training metrics of those samples, reduced over all ranks
-  int64_t partial_samples = 0;  // the samples they cover (steps skipped for NaN/inf gradients excluded)
-  int64_t global_batch = 0;    // samples per optimizer step over all ranks (0: not recorded)
-  double saved_unix_s = 0.0;   // when it was written (0: not recorded)
-  bool from_memory = false;    // restore only: read from checkpoint.memory_dir's copy, not from the disk
-};
-
-// Where a checkpoint with this metadata is in training (its file's name says the same).
-CheckpointPosition checkpoint_position_of(const CheckpointMeta& meta);
 
 // What Checkpointer::restore found.
 struct Restored {
@@ -56,14 +33,6 @@ struct Restored {
   // not a dtrain checkpoint, named for another position than it records, or a copy in memory that is
   // not this run's.
   std::vector<std::string> passed_over;
-};
-
-// Where training last was, written by rank 0 beside the checkpoints at each progress line, so that a
-// resume after a failure can tell how much work the failure cost.
-struct ProgressMark {
-  int64_t epoch = 0;
-  int64_t epoch_samples = 0;  // global samples of `epoch` trained
-  double unix_s = 0.0;
 };
 
 // The training state at one step boundary, ready to be written (Checkpointer::persist). Taken with
@@ -90,7 +59,7 @@ class CheckpointSnapshot final {
   friend class Checkpointer;
   std::unique_ptr<torch::serialize::OutputArchive> archive_;
   // The parameters and buffers written, by name, for the check that no NaN or infinity is saved.
-  std::vector<std::pair<std::string, at::Tensor>> checked_;
+  CheckedTensors checked_;
   CheckpointMeta meta_;
   std::string dir_;
   std::string path_;
@@ -151,15 +120,9 @@ class Checkpointer final {
   // on disk is passed over, or the newest is of another workload or optimizer, lacks a module, holds
   // parameters whose names, shapes or dtypes differ from the module's (checked before anything is
   // loaded) or non-finite values, or was trained on data whose `labels` (WorkloadData::labels) differ.
-  // Checkpoints of formats 1 and 2 hold one module, which loads as "model".
+  // Only checkpoints of format 4 load (checkpoint_format.h).
   Restored restore(std::vector<TrainedModule>& modules, const std::string& workload, const std::string& optimizer_name,
                    const std::string& labels = "") const;
-
-  // Rank 0: replaces <dir>/progress with `mark`. Best effort: a mark that cannot be written is skipped (the
-  // next checkpoint reports a full disk).
-  void write_progress(const ProgressMark& mark) const;
-  // The mark in `dir`, if there is a readable one.
-  static std::optional<ProgressMark> read_progress(const std::string& dir);
 
   // Path of the newest checkpoint in `dir` (the latest position in training), if any. Throws DataError for a checkpoint file name whose
   // epoch number is out of range.

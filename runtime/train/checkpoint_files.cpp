@@ -3,10 +3,14 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "runtime/util/error.h"
+#include "runtime/util/file_io.h"
 
 namespace dtrain {
 namespace fs = std::filesystem;
@@ -101,6 +105,37 @@ int remove_partial_checkpoints(const std::string& dir) {
     if (fs::remove(entry.path(), remove_ec)) ++removed;
   }
   return removed;
+}
+
+void write_progress_mark(const std::string& dir, const ProgressMark& mark) {
+  std::ostringstream text;
+  text.precision(17);
+  text << "dtrain-progress 1\n" << mark.epoch << " " << mark.epoch_samples << " " << mark.unix_s << "\n";
+  try {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    // Rewritten at every progress line: replaced atomically, not synced (it costs microseconds, an fsync
+    // milliseconds); a power loss can only make it older.
+    write_file_atomically((fs::path(dir) / "progress").string(), text.str(), Durability::kReplaced);
+  } catch (const IoError&) {
+  }
+}
+
+std::optional<ProgressMark> read_progress_mark(const std::string& dir) {
+  std::ifstream in(fs::path(dir) / "progress");
+  std::string magic;
+  int version = 0;
+  ProgressMark mark;
+  if (!(in >> magic >> version >> mark.epoch >> mark.epoch_samples >> mark.unix_s) || magic != "dtrain-progress" ||
+      version != 1) {
+    return std::nullopt;
+  }
+  // Only a cost report reads it: a mark out of any run's range is ignored, not trusted.
+  if (mark.epoch < 1 || mark.epoch > kMaxCheckpointCount || mark.epoch_samples < 0 ||
+      mark.epoch_samples > kMaxCheckpointCount || !std::isfinite(mark.unix_s)) {
+    return std::nullopt;
+  }
+  return mark;
 }
 
 }  // namespace dtrain

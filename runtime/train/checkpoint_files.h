@@ -13,6 +13,11 @@
 
 namespace dtrain {
 
+// The largest epoch, step, sample count or world size a checkpoint or progress mark may record: 2^40,
+// far beyond any run and far enough below INT64_MAX that the position arithmetic of a resume (epoch + 1,
+// epochs x samples per epoch) cannot overflow.
+constexpr int64_t kMaxCheckpointCount = int64_t{1} << 40;
+
 // (epoch, optimizer steps into it); the end of an epoch has kEpochEndSteps, after every step of it.
 using CheckpointPosition = std::pair<int64_t, int64_t>;
 constexpr int64_t kEpochEndSteps = std::numeric_limits<int64_t>::max();
@@ -44,5 +49,19 @@ std::optional<std::string> latest_checkpoint(const std::string& dir);
 
 // Removes the partial checkpoints from `dir`, which this process has locked. Returns how many.
 int remove_partial_checkpoints(const std::string& dir);
+
+// Where training last was, written by rank 0 beside the checkpoints (<dir>/progress) at each progress
+// line, so that a resume after a failure can tell how much work the failure cost.
+struct ProgressMark {
+  int64_t epoch = 0;
+  int64_t epoch_samples = 0;  // global samples of `epoch` trained
+  double unix_s = 0.0;
+};
+
+// Replaces <dir>/progress with `mark`. Best effort: a mark that cannot be written is skipped (the next
+// checkpoint reports a full disk).
+void write_progress_mark(const std::string& dir, const ProgressMark& mark);
+// The mark in `dir`, if there is a readable one within any run's range.
+std::optional<ProgressMark> read_progress_mark(const std::string& dir);
 
 }  // namespace dtrain

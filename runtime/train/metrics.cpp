@@ -98,4 +98,18 @@ std::vector<MetricValues> reduce_all(Communicator& comm, const std::vector<const
   return reduced;
 }
 
+MetricSums count_sums(std::initializer_list<std::pair<const char*, int64_t>> counts) {
+  std::vector<std::string> names;
+  for (const auto& c : counts) names.emplace_back(c.first);
+  MetricSums sums(names, at::TensorOptions(at::kCPU));
+  for (const auto& [name, count] : counts) {
+    sums.add(name, at::tensor(static_cast<double>(count), at::kDouble), static_cast<double>(count));
+  }
+  return sums;
+}
+
+int64_t reduced_count(const MetricValues& reduced, const std::string& name) {
+  return static_cast<int64_t>(reduced.find(name)->weight);
+}
+
 }  // namespace dtrain

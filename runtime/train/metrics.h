@@ -6,7 +6,10 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/comm/communicator.h"
@@ -51,5 +54,10 @@ class MetricSums {
   at::Tensor sums_;              // [k] double on the device
   std::vector<double> weights_;  // [k]
 };
+
+// This rank's counts (samples), reduced beside the metric sums in the same allreduce: each is a sum whose
+// weight is the count, so the reduced weight is the count over all ranks (reduced_count).
+MetricSums count_sums(std::initializer_list<std::pair<const char*, int64_t>> counts);
+int64_t reduced_count(const MetricValues& reduced, const std::string& name);
 
 }  // namespace dtrain

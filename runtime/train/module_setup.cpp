@@ -4,6 +4,7 @@
 
 #include "runtime/nn/batch_norm.h"
 #include "runtime/train/optimizer_factory.h"
+#include "runtime/util/check.h"
 
 namespace dtrain {
 
@@ -25,6 +26,22 @@ PreparedModule prepare_module(NamedModule& named, const TrainOptions& options, c
     for (at::Tensor& p : named.module->parameters()) p.set_requires_grad(false);
   }
   return prepared;
+}
+
+void add_workload_modules(const Workload& workload, const WorkloadData& data, const TrainConfig& config,
+                          c10::Device device, Communicator& comm, TrainState& state) {
+  int64_t synced_batchnorms = 0;
+  for (NamedModule& named : workload.make_modules(data, config)) {
+    // On one rank the global batch is the rank's own: plain BatchNorm computes the same, without the
+    // collectives.
+    PreparedModule prepared = prepare_module(named, config.train, device, comm.world_size() > 1 ? &comm : nullptr);
+    synced_batchnorms += prepared.synced_batchnorms;
+    state.add(named.name, std::move(named.module), std::move(prepared.optimizer));
+  }
+  DTRAIN_CHECK(!state.modules().empty(), Error, "workload '" << workload.name() << "' made no modules to train");
+  DTRAIN_CHECK(!config.train.sync_batchnorm || synced_batchnorms > 0, ConfigError,
+               "train.sync_batchnorm is set, but the " << workload.name()
+                                                       << " workload's model has no BatchNorm layers to sync");
 }
 
 }  // namespace dtrain

@@ -11,6 +11,7 @@
 
 #include "runtime/comm/communicator.h"
 #include "runtime/config/config.h"
+#include "runtime/train/train_state.h"
 #include "runtime/train/workload.h"
 
 namespace dtrain {
@@ -25,5 +26,11 @@ struct PreparedModule {
 // and an optimizer for a trained module; a module that is not trained takes no gradients.
 PreparedModule prepare_module(NamedModule& named, const TrainOptions& options, c10::Device device,
                               Communicator* sync_comm);
+
+// Local: the workload's modules for `data` (Workload::make_modules), each prepared as above (BatchNorm
+// synced over `comm` where it has more than one rank) and added to `state` with its optimizer. Throws
+// Error when the workload makes none, ConfigError when train.sync_batchnorm finds no BatchNorm layer.
+void add_workload_modules(const Workload& workload, const WorkloadData& data, const TrainConfig& config,
+                          c10::Device device, Communicator& comm, TrainState& state);
 
 }  // namespace dtrain

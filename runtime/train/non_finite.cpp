@@ -56,4 +56,37 @@ std::string skipped_steps_note(int64_t epoch, int64_t skipped_steps, int64_t ste
   return "";
 }
 
+std::optional<EpochFiguresProblem> epoch_figures_problem(const MetricValues& train, const MetricValues& test,
+                                                         int64_t train_samples, int64_t steps, int64_t batch_size,
+                                                         bool running_statistics) {
+  if (train_samples == 0) {
+    return EpochFiguresProblem{"every optimizer step had a NaN or infinite loss or gradient and was skipped; skipping "
+                               "cannot recover from this",
+                               1, steps};
+  }
+  if (!train.all_finite()) {
+    return EpochFiguresProblem{"the " + non_finite_metrics("training", train, true) + " NaN or infinite", 1, steps};
+  }
+  if (test.all_finite()) return std::nullopt;
+  std::string what = "evaluation after the epoch gave a NaN or infinite " + non_finite_metrics("test", test, false);
+  if (running_statistics) {
+    // Training normalises each batch by its own statistics, evaluation by the running ones: after few or
+    // tiny batches (small images make 1x1 maps) those do not describe the data yet.
+    what += ", while training's stayed finite: evaluation normalises with the BatchNorm layers' running statistics, "
+            "which after " + std::to_string(steps) + " training step(s) of " + std::to_string(batch_size) +
+            " samples per rank may not describe the data yet (or the test data holds NaN or infinite values)";
+  }
+  return EpochFiguresProblem{what, 0, 0};
+}
+
+bool has_running_statistics(const std::vector<TrainedModule>& modules) {
+  for (const TrainedModule& m : modules) {
+    for (const auto& buffer : m.module->named_buffers()) {
+      const std::string& name = buffer.key();
+      if (name.size() >= 11 && name.compare(name.size() - 11, 11, "running_var") == 0) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace dtrain

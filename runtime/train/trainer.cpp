@@ -11,6 +11,7 @@
 
 #include "runtime/data/distributed_sampler.h"
 #include "runtime/train/batch_plan.h"
+#include "runtime/train/epoch_run.h"
 #include "runtime/train/module_setup.h"
 #include "runtime/train/non_finite.h"
 #include "runtime/train/optimizer_factory.h"
@@ -41,47 +42,7 @@ uint64_t epoch_seed(int64_t seed, int64_t epoch, int rank) {
   return z ^ (z >> 31);
 }
 
-// This rank's counts (samples), reduced beside the metric sums in the same allreduce: each is a sum whose
-// weight is the count, so the reduced weight is the count over all ranks (reduced_count).
-MetricSums count_sums(std::initializer_list<std::pair<const char*, int64_t>> counts) {
-  std::vector<std::string> names;
-  for (const auto& c : counts) names.emplace_back(c.first);
-  MetricSums sums(names, at::TensorOptions(at::kCPU));
-  for (const auto& [name, count] : counts) {
-    sums.add(name, at::tensor(static_cast<double>(count), at::kDouble), static_cast<double>(count));
-  }
-  return sums;
-}
-
-int64_t reduced_count(const MetricValues& reduced, const std::string& name) {
-  return static_cast<int64_t>(reduced.find(name)->weight);
-}
-
 }  // namespace
-
-// An epoch's training in progress. Metric sums stay on the device; reading them every step would
-// synchronise a GPU. A group's sums (the micro-batches of one optimizer step) join the epoch's when its
-// steps are taken, or, with skip-step, are dropped with a skipped step.
-struct Trainer::EpochRun {
-  EpochRun(int64_t epoch, const std::vector<std::string>& metrics, const at::TensorOptions& options)
-      : epoch(epoch), epoch_sums(metrics, options), interval_sums(metrics, options), group_sums(metrics, options) {}
-
-  int64_t epoch;
-  int64_t first_step = 0;       // steps before it were trained before a resume
-  int64_t steps = 0;            // the epoch's last step + 1
-  int64_t global_per_step = 0;  // samples per step over all ranks
-  int64_t epoch_total = 0;      // global samples, for progress
-  uint64_t sample_seed = 0;
-  MetricSums epoch_sums;
-  MetricSums interval_sums;  // since the last progress line
-  MetricSums group_sums;
-  int64_t samples_seen = 0;  // this rank's, in steps taken
-  int64_t group_samples = 0;
-  int64_t interval_first_step = 1;
-  Stopwatch interval_watch;            // since the samples of the last progress line
-  int64_t interval_begin_samples = 0;  // global samples of the epoch done then
-  double current_lr = -1.0;
-};
 
 Trainer::Trainer(const TrainConfig& config, const Workload& workload, Communicator& comm, RunLogger& logger,
                  ReducerFactory make_reducer, c10::Device device, Activity* activity)
@@ -97,27 +58,16 @@ Trainer::Trainer(const TrainConfig& config, const Workload& workload, Communicat
              }),
       seed_(config.train.seed),
       activity_(activity),
+      bad_samples_(logger, comm.rank()),
       // A host-side collective every step would make a GPU's steps wait for the host.
-      schedule_(config_.checkpoint, comm_, device.is_cuda() ? kGpuStopCheckSteps : 1),
-      saver_(config_.checkpoint, comm_, logger_) {
+      checkpoints_(config_, comm_, logger_, state_, device.is_cuda() ? kGpuStopCheckSteps : 1, activity) {
   data_ = workload_.load_data(config_);
   DTRAIN_CHECK(data_.train && data_.test, Error, "workload '" << workload_.name() << "' loaded no dataset");
   DTRAIN_CHECK(data_.train->size() > 0 && data_.test->size() > 0, DataError,
                "workload '" << workload_.name() << "' loaded an empty dataset (" << data_.train->size() << " train, "
                             << data_.test->size() << " test samples) from " << data_.description);
   at::manual_seed(static_cast<uint64_t>(seed_));
-  int64_t synced_batchnorms = 0;
-  for (NamedModule& named : workload_.make_modules(data_, config_)) {
-    // On one rank the global batch is the rank's own: plain BatchNorm computes the same, without the
-    // collectives.
-    PreparedModule prepared = prepare_module(named, config_.train, device_, comm_.world_size() > 1 ? &comm_ : nullptr);
-    synced_batchnorms += prepared.synced_batchnorms;
-    state_.add(named.name, std::move(named.module), std::move(prepared.optimizer));
-  }
-  DTRAIN_CHECK(!state_.modules().empty(), Error, "workload '" << workload_.name() << "' made no modules to train");
-  DTRAIN_CHECK(!config_.train.sync_batchnorm || synced_batchnorms > 0, ConfigError,
-               "train.sync_batchnorm is set, but the " << workload_.name()
-                                                       << " workload's model has no BatchNorm layers to sync");
+  add_workload_modules(workload_, data_, config_, device_, comm_, state_);
   step_ = workload_.make_step(config_);
   if (comm_.is_root()) sample_writer_ = workload_.make_sample_writer(config_);
   data_.train->to(device_);
@@ -148,23 +98,18 @@ at::Tensor Trainer::model_layout(const at::Tensor& inputs) const {
 }
 
 void Trainer::restore() {
-  if (config_.checkpoint.resume) {
-    restore_begin_unix_s_ = unix_now_s();
-    Stopwatch watch;
-    set_phase(Phase::kRestoring, 0);
-    Checkpointer checkpointer(config_.checkpoint, comm_);
-    Restored found = checkpointer.restore(state_.modules(), workload_.name(), to_string(config_.train.optimizer), data_.labels);
-    restored_ = std::move(found.checkpoint);
-    passed_over_ = std::move(found.passed_over);
-    if (restored_) {
-      first_epoch_ = restored_->epoch + 1;
-      seed_ = restored_->seed;  // the shuffles and dropout masks must continue the original run's streams
-      restore_s_ = watch.elapsed_s();
-    } else {
-      resume_note_ = "no checkpoint in " + config_.checkpoint.dir + "; starting at epoch 1";
-    }
+  checkpoints_.identify(identity());
+  if (const CheckpointMeta* restored = checkpoints_.restore()) {
+    restored_ = restored;
+    first_epoch_ = restored->epoch + 1;
+    seed_ = restored->seed;  // the shuffles and dropout masks must continue the original run's streams
   }
   plan_batch();
+}
+
+RunIdentity Trainer::identity() const {
+  return RunIdentity{workload_.name(), to_string(config_.train.optimizer), data_.labels, seed_, global_batch_,
+                     data_.train->size()};
 }
 
 void Trainer::plan_batch() {
@@ -172,92 +117,7 @@ void Trainer::plan_batch() {
   RunBatch batch = plan_run_batch(config_.train, comm_.world_size(), restored_ ? restored_->global_batch : 0);
   global_batch_ = batch.global_batch;
   batch_note_ = std::move(batch.note);
-}
-
-CheckpointMeta Trainer::checkpoint_meta(int64_t completed_epoch) const {
-  CheckpointMeta meta;
-  meta.epoch = completed_epoch;
-  meta.seed = seed_;
-  meta.workload = workload_.name();
-  meta.optimizer = to_string(config_.train.optimizer);
-  meta.world_size = comm_.world_size();
-  meta.global_batch = global_batch_;
-  meta.labels = data_.labels;
-  meta.saved_unix_s = unix_now_s();
-  return meta;
-}
-
-std::string Trainer::save_checkpoint(const CheckpointMeta& meta) {
-  const std::string path = saver_.take(meta, state_.modules());
-  schedule_.saved();
-  return path;
-}
-
-std::string Trainer::save_mid_epoch(int64_t epoch, int64_t steps_done, const MetricSums& epoch_sums, int64_t samples_seen,
-                                    CheckpointSnapshot* held) {
-  set_phase(Phase::kCheckpointing, epoch, steps_done);
-  const MetricSums counts = count_sums({{"train_samples", samples_seen}});
-  const std::vector<MetricValues> reduced = reduce_all(comm_, {&epoch_sums, &counts});
-  CheckpointMeta meta = checkpoint_meta(epoch - 1);
-  meta.epoch_samples = steps_done * config_.train.batch_size * comm_.world_size();
-  meta.epoch_steps = steps_done / config_.train.accumulate;
-  meta.partial_train = reduced[0];
-  meta.partial_samples = reduced_count(reduced[1], "train_samples");
-  std::string path;
-  if (held != nullptr) {
-    held->set_meta(meta);
-    path = saver_.take(std::move(*held));
-    schedule_.saved();
-  } else {
-    path = save_checkpoint(meta);
-  }
-  schedule_.mark_progress(epoch, meta.epoch_samples);
-  set_phase(Phase::kTraining, epoch, steps_done);
-  return path;
-}
-
-void Trainer::stop_in_evaluation(const StepDecision& decision, int64_t epoch, const EpochStats& stats,
-                                 const MetricSums& train, CheckpointSnapshot held) {
-  // The epoch's training is complete; its state, held before the evaluation, is saved as a checkpoint at
-  // the end of that training, from which a resume evaluates the epoch and goes on.
-  const int64_t steps_done = stats.first_step - 1 + stats.steps;
-  StopRecord record;
-  record.epoch = epoch;
-  record.step = steps_done / config_.train.accumulate;
-  record.epoch_samples = std::min(data_.train->size(), steps_done * config_.train.batch_size * comm_.world_size());
-  record.in_evaluation = true;
-  if (config_.checkpoint.enabled) {
-    record.checkpoint = save_mid_epoch(epoch, steps_done, train, stats.train_samples, &held);
-    record.saved = true;
-  }
-  stop(decision, record);
-}
-
-void Trainer::stop(const StepDecision& decision, StopRecord record, const EpochRun* run, int64_t steps_done) {
-  Stopwatch watch;
-  record.checkpoints = config_.checkpoint.enabled;
-  record.signal = signal_name(decision.stop_signal);
-  record.signal_number = decision.stop_signal;
-  record.rank = decision.stop_rank;
-  if (run != nullptr) {
-    record.epoch = run->epoch;
-    record.step = steps_done / config_.train.accumulate;
-    record.epoch_samples = std::min(data_.train->size(), steps_done * config_.train.batch_size * comm_.world_size());
-    if (config_.checkpoint.enabled) record.checkpoint = save_mid_epoch(run->epoch, steps_done, run->epoch_sums, run->samples_seen);
-    record.saved = config_.checkpoint.enabled;
-  }
-  set_phase(Phase::kFinishing, record.epoch, steps_done);
-  saver_.flush();  // rank 0: the checkpoint is on disk, or its failure ends the run here
-  if (!record.saved && restored_) record.checkpoint = restored_->path;
-  // From the signal, where rank 0 received it; else from the step boundary where it learnt of it.
-  const double since_signal = seconds_since_stop_signal();
-  record.stop_s = since_signal > 0 && decision.stop_rank == 0 ? since_signal : watch.elapsed_s();
-  logger_.stopped(record);
-  // No rank leaves before rank 0's checkpoint and record are written: under mpirun, the first rank to
-  // exit ends the job.
-  comm_.barrier();
-  throw StoppedBySignal(decision.stop_signal,
-                        "stopped by " + record.signal + " (received by rank " + std::to_string(record.rank) + ")");
+  checkpoints_.identify(identity());
 }
 
 TrainResult Trainer::run(RunInfo info) {
@@ -278,23 +138,13 @@ TrainResult Trainer::run(RunInfo info) {
     eta_.emplace(plan);
   }
   start_run(info);
-  saver_.prepare(state_.modules());
   TrainResult result;
   if (restored_ && first_epoch_ > config_.train.epochs) result.summary.final_test = report_finished_run();
-  // A signal that came during the start (loading data, reading the checkpoint) stops before training.
-  if (const StepDecision decision = schedule_.agree_stop(); decision.stop_signal != 0 && first_epoch_ <= config_.train.epochs) {
-    StopRecord where;
-    if (restored_) {
-      where.epoch = restored_->epoch + (restored_->epoch_samples > 0 ? 1 : 0);
-      where.step = restored_->epoch_steps;
-      where.epoch_samples = restored_->epoch_samples;
-    }
-    stop(decision, where);
-  }
+  if (first_epoch_ <= config_.train.epochs) checkpoints_.stop_if_signalled_at_start();
   for (int64_t epoch = first_epoch_; epoch <= config_.train.epochs; ++epoch) result.epochs.push_back(run_epoch(epoch));
 
   set_phase(Phase::kFinishing, config_.train.epochs);
-  saver_.finish();
+  checkpoints_.finish();
   RunSummary& summary = result.summary;
   summary.epochs_run = static_cast<int64_t>(result.epochs.size());
   if (!result.epochs.empty()) summary.final_test = result.epochs.back().test;
@@ -321,33 +171,15 @@ void Trainer::start_run(RunInfo& info) {
   logger_.run_start(info);
   for (RunObserver* o : observers_) o->run_started();
   if (!batch_note_.empty()) logger_.info(batch_note_);
-  if (!resume_note_.empty()) logger_.info(resume_note_);
-  for (const std::string& passed : passed_over_) {
-    logger_.warning("passed over a damaged checkpoint, " + passed +
-                    (restored_ ? "; resuming from the newest whole one, " + restored_->path
-                               : std::string("; none is left to resume, so the run starts at epoch 1")));
-  }
-  if (restored_) {
-    const CheckpointSchedule::StartTimes start{process_start_unix_s(), info.joined_unix_s, restore_begin_unix_s_};
-    logger_.resumed(
-        schedule_.resume_record(*restored_, info.restart_count, restore_s_, start, data_.train->size(), global_batch_));
-  }
+  checkpoints_.run_started(info.restart_count, info.joined_unix_s);
 }
 
 MetricValues Trainer::report_finished_run() {
   // A restarted job whose run had already finished: report that run's result, as it ended.
-  EpochStats last;
-  if (restored_->metrics) {
-    last = *restored_->metrics;
-  } else {
-    // Format 1 checkpoints did not store metrics; the restored model gives the test figures again.
-    set_phase(Phase::kEvaluating, restored_->epoch);
-    const MetricSums test = evaluate(restored_->epoch);
-    last.epoch = restored_->epoch;
-    last.epochs = std::max(restored_->epoch, config_.train.epochs);
-    last.test = test.reduce(comm_);
-    last.test_samples = eval_samples();
-  }
+  DTRAIN_CHECK(restored_->metrics, DataError,
+               "checkpoint '" << restored_->path << "' is of the end of epoch " << restored_->epoch
+                              << " but records none of its figures; it was not written by dtrain at an epoch's end");
+  EpochStats last = *restored_->metrics;
   last.checkpoint_path = restored_->path;
   logger_.finished_run(last);
   return last.test;
@@ -359,7 +191,7 @@ EpochStats Trainer::run_epoch(int64_t epoch) {
   stats.epoch = epoch;
   stats.epochs = config_.train.epochs;
   at::manual_seed(epoch_seed(seed_, epoch, comm_.rank()));
-  bad_samples_ = 0;
+  bad_samples_.begin_epoch();
 
   Stopwatch phase;
   set_phase(Phase::kTraining, epoch);
@@ -370,45 +202,40 @@ EpochStats Trainer::run_epoch(int64_t epoch) {
   for (RunObserver* o : observers_) o->training_ended(epoch);
   // The state at the end of training, held before the evaluation (which does not change it): a stop
   // during a long evaluation then saves it at once instead of losing the epoch's training.
-  CheckpointSnapshot held;
-  if (config_.checkpoint.enabled) held = saver_.hold(checkpoint_meta(epoch), state_.modules());
+  checkpoints_.hold_epoch_end(epoch);
   phase.reset();
   set_phase(Phase::kEvaluating, epoch);
   StepDecision stop_decision;
   const MetricSums test = evaluate(epoch, &stop_decision);
-  if (stop_decision.stop_signal != 0) stop_in_evaluation(stop_decision, epoch, stats, train, std::move(held));
-  const MetricSums counts = count_sums({{"train_samples", stats.train_samples}, {"bad_samples", bad_samples_}});
-  const std::vector<MetricValues> reduced = reduce_all(comm_, {&train, &test, &counts});
+  if (stop_decision.stop_signal != 0) checkpoints_.stop_in_evaluation(stop_decision, stats, train);
+  settle_figures(stats, train, test);
   stats.eval_s = phase.elapsed_s();
+  for (RunObserver* o : observers_) o->epoch_ending(stats);
+  if (sample_writer_ && sample_writer_->due(epoch, config_.train.epochs)) {
+    logger_.samples_written(epoch, sample_writer_->write(logger_.run_dir(), epoch, state_));
+  }
+  stats.checkpoint_path = checkpoints_.save_epoch_end(stats);
+  stats.epoch_s = epoch_watch.elapsed_s();
+  eta_->epoch_ended();
+  stats.run_left_s = eta_->left_s();
+  logger_.epoch_end(stats);
+  for (RunObserver* o : observers_) o->epoch_ended(stats);
+  // A stop that came in the epoch's last step, its evaluation or its checkpoint: the epoch is complete.
+  if (epoch < config_.train.epochs) checkpoints_.after_epoch(stats);
+  return stats;
+}
 
+void Trainer::settle_figures(EpochStats& stats, const MetricSums& train, const MetricSums& test) {
+  const int64_t epoch = stats.epoch;
+  const MetricSums counts = count_sums({{"train_samples", stats.train_samples}, {"bad_samples", bad_samples_.epoch_count()}});
+  const std::vector<MetricValues> reduced = reduce_all(comm_, {&train, &test, &counts});
   // The values are reduced over all ranks, so every rank takes the same branch here.
   stats.train_samples = reduced_count(reduced[2], "train_samples");
   stats.bad_samples = reduced_count(reduced[2], "bad_samples");
-  if (stats.bad_samples > 0) {
-    logger_.warning("epoch " + std::to_string(epoch) + ": " + std::to_string(stats.bad_samples) +
-                    (stats.bad_samples == 1 ? " sample" : " samples") +
-                    " of all ranks could not be decoded and were stood in for (--skip-bad-images: in training by "
-                    "another image of the batch, in evaluation by none); each rank's warnings name its files");
-  }
-  if (stats.train_samples == 0) {
-    throw non_finite(epoch, 1, stats.steps,
-                     "every optimizer step had a NaN or infinite loss or gradient and was skipped; skipping "
-                     "cannot recover from this");
-  }
-  if (!reduced[0].all_finite()) {
-    throw non_finite(epoch, 1, stats.steps, "the " + non_finite_metrics("training", reduced[0], true) + " NaN or infinite");
-  }
-  if (!reduced[1].all_finite()) {
-    std::string what = "evaluation after the epoch gave a NaN or infinite " + non_finite_metrics("test", reduced[1], false);
-    if (has_running_statistics()) {
-      // Training normalises each batch by its own statistics, evaluation by the running ones: after few
-      // or tiny batches (small images make 1x1 maps) those do not describe the data yet.
-      what += ", while training's stayed finite: evaluation normalises with the BatchNorm layers' running statistics, "
-              "which after " + std::to_string(stats.steps) + " training step(s) of " +
-              std::to_string(config_.train.batch_size) + " samples per rank may not describe the data yet (or the "
-              "test data holds NaN or infinite values)";
-    }
-    throw non_finite(epoch, 0, 0, what);
+  if (stats.bad_samples > 0) logger_.warning(BadSamples::epoch_warning(epoch, stats.bad_samples));
+  if (const auto problem = epoch_figures_problem(reduced[0], reduced[1], stats.train_samples, stats.steps,
+                                                 config_.train.batch_size, has_running_statistics(state_.modules()))) {
+    throw non_finite(epoch, problem->first_step, problem->last_step, problem->what);
   }
   stats.train = reduced[0];
   stats.test = reduced[1];
@@ -416,45 +243,6 @@ EpochStats Trainer::run_epoch(int64_t epoch) {
   // A resumed epoch's samples include those trained before its checkpoint; the rate is this run's.
   const int64_t trained_now = stats.train_samples - (resumed_inside(epoch) ? restored_->partial_samples : 0);
   stats.samples_per_s = stats.train_s > 0 && trained_now > 0 ? static_cast<double>(trained_now) / stats.train_s : 0.0;
-  for (RunObserver* o : observers_) o->epoch_ending(stats);
-  if (sample_writer_ && sample_writer_->due(epoch, config_.train.epochs)) {
-    logger_.samples_written(epoch, sample_writer_->write(logger_.run_dir(), epoch, state_));
-  }
-  if (config_.checkpoint.enabled) {
-    set_phase(Phase::kCheckpointing, epoch);
-    CheckpointMeta meta = checkpoint_meta(epoch);
-    meta.metrics = stats;
-    held.set_meta(std::move(meta));
-    stats.checkpoint_path = saver_.take(std::move(held));
-    schedule_.saved();
-  }
-  stats.epoch_s = epoch_watch.elapsed_s();
-  eta_->epoch_ended();
-  stats.run_left_s = eta_->left_s();
-  logger_.epoch_end(stats);
-  for (RunObserver* o : observers_) o->epoch_ended(stats);
-  // A stop that came in the epoch's last step, its evaluation or its checkpoint: the epoch is complete.
-  if (epoch < config_.train.epochs) {
-    if (const StepDecision decision = schedule_.agree_stop(); decision.stop_signal != 0) {
-      StopRecord where;
-      where.epoch = epoch;
-      where.epoch_samples = stats.train_samples;
-      where.checkpoint = stats.checkpoint_path;
-      where.saved = config_.checkpoint.enabled;
-      stop(decision, where);
-    }
-  }
-  return stats;
-}
-
-bool Trainer::has_running_statistics() const {
-  for (const TrainedModule& m : state_.modules()) {
-    for (const auto& buffer : m.module->named_buffers()) {
-      const std::string& name = buffer.key();
-      if (name.size() >= 11 && name.compare(name.size() - 11, 11, "running_var") == 0) return true;
-    }
-  }
-  return false;
 }
 
 NonFiniteError Trainer::non_finite(int64_t epoch, int64_t first_step, int64_t last_step, const std::string& what) const {
@@ -462,9 +250,10 @@ NonFiniteError Trainer::non_finite(int64_t epoch, int64_t first_step, int64_t la
                           restored_ && epoch == first_epoch_ ? restored_->path : std::string());
 }
 
-MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
+std::vector<int64_t> Trainer::plan_epoch(EpochRun& run, EpochStats& stats) const {
   const TrainOptions& opt = config_.train;
   const Dataset& train = *data_.train;
+  const int64_t epoch = run.epoch;
   // An epoch resumed from a checkpoint inside it continues at the checkpoint's position in global samples
   // (at any world size); its first steps are the ones already taken.
   const bool resumed = resumed_inside(epoch);
@@ -472,7 +261,6 @@ MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
   // to train, and the epoch goes on with its evaluation.
   const bool trained = resumed && restored_->epoch_samples >= train.size();
   const int64_t start_sample = resumed && !trained ? restored_->epoch_samples : 0;
-  EpochRun run(epoch, step_->train_metrics(), at::TensorOptions(device_));
   const DistributedSampler sampler(train.size(), comm_.rank(), comm_.world_size(), static_cast<uint64_t>(seed_));
   std::vector<int64_t> order;
   if (trained) {
@@ -492,27 +280,34 @@ MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
   run.interval_first_step = run.first_step + 1;
   run.interval_begin_samples = std::min(run.epoch_total, run.first_step * run.global_per_step);
   run.interval_watch.reset();
+  if (opt.max_steps > 0) order.resize(static_cast<size_t>(std::min(samples, (run.steps - run.first_step) * opt.batch_size)));
+  return order;
+}
+
+MetricSums Trainer::train_epoch(int64_t epoch, EpochStats& stats) {
+  const TrainOptions& opt = config_.train;
+  EpochRun run(epoch, step_->train_metrics(), at::TensorOptions(device_));
+  std::vector<int64_t> order = plan_epoch(run, stats);
   eta_->training_begins(epoch, run.first_step, run.steps);
   logger_.begin_progress("epoch " + std::to_string(epoch) + "/" + std::to_string(opt.epochs),
                          std::min(run.epoch_total, run.first_step * run.global_per_step), run.epoch_total);
 
   for (TrainedModule& m : state_.modules()) m.module->train();
   state_.begin_epoch();
-  if (resumed && comm_.is_root()) {
+  if (resumed_inside(epoch) && comm_.is_root()) {
     // The metrics of the part trained before the checkpoint count once, on rank 0: the sums are reduced.
     for (const MetricValue& m : restored_->partial_train.all()) {
       run.epoch_sums.add(m.name, at::full({}, m.sum, at::TensorOptions(device_).dtype(at::kDouble)), m.weight);
     }
     run.samples_seen = restored_->partial_samples;
   }
-  if (opt.max_steps > 0) order.resize(static_cast<size_t>(std::min(samples, (run.steps - run.first_step) * opt.batch_size)));
-  const std::unique_ptr<BatchStream> stream = train.stream(std::move(order), opt.batch_size, augment_seed(epoch));
+  const std::unique_ptr<BatchStream> stream = data_.train->stream(std::move(order), opt.batch_size, augment_seed(epoch));
   run.sample_seed = augment_seed(epoch) ^ 0x2545f4914f6cdd1dULL;  // its own stream, per epoch
   for (int64_t step = run.first_step; step < run.steps; ++step) {
     if (activity_ != nullptr) activity_->set_step(step + 1);
     Batch batch;
     DTRAIN_CHECK(stream->next(batch), Error, "the training data ended before step " << step + 1 << " of " << run.steps);
-    if (!batch.bad_samples.empty()) note_bad_samples(batch, epoch, step + 1);
+    if (!batch.bad_samples.empty()) bad_samples_.note(batch, epoch, step + 1);
     batch.inputs = model_layout(batch.inputs);
     train_step(run, step, batch, stats);
     eta_->step_done(step + 1);
@@ -559,13 +354,7 @@ void Trainer::train_step(EpochRun& run, int64_t step, const Batch& batch, EpochS
     }
     run.group_sums.zero();
     run.group_samples = 0;
-    saver_.poll();
-    const StepDecision decision = schedule_.after_step();
-    // At the epoch's last step the stop waits for the epoch's end (its evaluation and checkpoint).
-    if (step + 1 < run.steps) {
-      if (decision.stop_signal != 0) stop(decision, StopRecord{}, &run, step + 1);
-      if (decision.checkpoint) save_mid_epoch(run.epoch, step + 1, run.epoch_sums, run.samples_seen);
-    }
+    checkpoints_.after_step(EpochPoint{run.epoch, step + 1, &run.epoch_sums, run.samples_seen}, step + 1 == run.steps);
   }
   const int64_t check_every = config_.log.interval > 0 ? config_.log.interval : kNonFiniteCheckSteps;
   if (device_.is_cuda() && (step + 1) % check_every == 0) check_device_flag(run.epoch);
@@ -594,7 +383,7 @@ void Trainer::log_progress(EpochRun& run, int64_t step) {
     }
     progress.run_left_s = eta_->left_s();
     logger_.train_progress(progress);
-    schedule_.mark_progress(run.epoch, progress.samples_done);
+    checkpoints_.mark_progress(run.epoch, progress.samples_done);
   }
   run.interval_sums.zero();
   run.interval_first_step = step + 2;
@@ -611,18 +400,6 @@ void Trainer::report_skipped_steps(int64_t epoch, EpochStats& stats) {
   stats.skipped_steps = state_.skipped_steps();
   const std::string note = skipped_steps_note(epoch, stats.skipped_steps, stats.steps, state_.scaler());
   if (!note.empty()) logger_.info(note);
-}
-
-void Trainer::note_bad_samples(const Batch& batch, int64_t epoch, int64_t step) {
-  bad_samples_ += static_cast<int64_t>(batch.bad_samples.size());
-  for (const std::string& problem : batch.bad_samples) {
-    if (!bad_files_reported_.insert(problem).second) continue;
-    const std::string where = step > 0 ? "epoch " + std::to_string(epoch) + " step " + std::to_string(step) +
-                                             ": replaced by another image of the batch"
-                                       : "evaluation " + std::to_string(epoch) + ": left out";
-    logger_.rank_warning(comm_.rank(),
-                         where + " (--skip-bad-images; counted in bad_samples, not named again): " + problem);
-  }
 }
 
 int64_t Trainer::eval_samples() const {
@@ -653,13 +430,13 @@ MetricSums Trainer::evaluate(int64_t epoch, StepDecision* stop) {
   int64_t batches = 0;
   Batch batch;
   while (stream->next(batch)) {
-    if (!batch.bad_samples.empty()) note_bad_samples(batch, epoch, 0);
+    if (!batch.bad_samples.empty()) bad_samples_.note(batch, epoch, 0);
     batch.inputs = model_layout(batch.inputs);
     step_->evaluate(batch, state_, sums);
     evaluated += batch.size + static_cast<int64_t>(batch.bad_samples.size());  // those left out were read too
     if (shard_size > 0) logger_.progress(total * evaluated / shard_size, eta_ ? eta_->left_s() : std::nullopt);
     if (stop != nullptr && ++batches < common_batches && batches % agree_every == 0) {
-      *stop = schedule_.agree_stop();
+      *stop = checkpoints_.evaluation_stop();
       if (stop->stop_signal != 0) break;
     }
   }

@@ -10,7 +10,6 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -20,10 +19,9 @@
 #include "runtime/log/run_logger.h"
 #include "runtime/log/run_observer.h"
 #include "runtime/reduce/grad_reducer.h"
-#include "runtime/train/checkpoint.h"
-#include "runtime/train/checkpoint_saver.h"
-#include "runtime/train/checkpoint_schedule.h"
+#include "runtime/train/bad_samples.h"
 #include "runtime/train/metrics.h"
+#include "runtime/train/run_checkpoints.h"
 #include "runtime/train/run_eta.h"
 #include "runtime/train/train_state.h"
 #include "runtime/train/train_step.h"
@@ -43,6 +41,8 @@ struct TrainResult {
   RunSummary summary;
 };
 
+struct EpochRun;
+
 class Trainer final {
  public:
   // Local: builds the workload's modules, one optimizer each, and its step on `device`, and loads the data there (uploaded once; batches
@@ -61,7 +61,7 @@ class Trainer final {
   // stop_signals.h). The ranks agree on it at step boundaries (every optimizer step on a CPU, every 10 on
   // a GPU), at epoch ends and before training; there rank 0 saves a checkpoint of that point, records
   // the stop, and run() throws StoppedBySignal on every rank once the checkpoint is on disk.
-  void stop_on(std::function<int()> local_signal) { schedule_.stop_on(std::move(local_signal)); }
+  void stop_on(std::function<int()> local_signal) { checkpoints_.stop_on(std::move(local_signal)); }
 
   // Collective: with checkpoint.resume, loads the newest checkpoint of checkpoint.dir on every rank (every
   // module and optimizer; inside an epoch, also its position). Then splits the batch over this world
@@ -87,53 +87,33 @@ class Trainer final {
   const WorkloadData& data() const { return data_; }
 
  private:
-  struct EpochRun;
-
   // The run_start record (with the observers' additions), the notes and, after a restore, the resume record.
   void start_run(RunInfo& info);
   // A restored run that had already reached train.epochs: its final record again; returns its test metrics.
   MetricValues report_finished_run();
   // Collective: trains, evaluates, checkpoints and records epoch `epoch`.
   EpochStats run_epoch(int64_t epoch);
+  // Sets `run`'s steps (after a resume inside the epoch, from its position) and `stats`' first step and
+  // step count; returns this rank's samples of the epoch in training order.
+  std::vector<int64_t> plan_epoch(EpochRun& run, EpochStats& stats) const;
   MetricSums train_epoch(int64_t epoch, EpochStats& stats);
+  // Collective: reduces the epoch's training and test sums and counts into `stats`, warns about samples
+  // that could not be read, and throws NonFiniteError for figures that cannot stand.
+  void settle_figures(EpochStats& stats, const MetricSums& train, const MetricSums& test);
   void train_step(EpochRun& run, int64_t step, const Batch& batch, EpochStats& stats);
   // Collective, every log.interval steps: the progress line of the metrics of all ranks since the last.
   void log_progress(EpochRun& run, int64_t step);
   // On a GPU: throws NonFiniteError when the device's flag says a step had a NaN or infinite value.
   void check_device_flag(int64_t epoch) const;
   void report_skipped_steps(int64_t epoch, EpochStats& stats);
-  // Counts `batch`'s samples that could not be read (Batch::bad_samples) towards the epoch's bad_samples
-  // and warns about each file the first time this rank meets it.
-  void note_bad_samples(const Batch& batch, int64_t epoch, int64_t step);
   // Sets the batch plan (see restore) and global_batch_.
   void plan_batch();
-  // What every checkpoint records after `completed_epoch` (epoch, seed, names, world size, global batch, time).
-  CheckpointMeta checkpoint_meta(int64_t completed_epoch) const;
-  // Rank 0 takes a checkpoint of the modules' state at `meta` (see CheckpointSaver); every rank restarts
-  // the count towards the next one. Returns its path ("" on ranks > 0).
-  std::string save_checkpoint(const CheckpointMeta& meta);
-  // Collective: a checkpoint of epoch `epoch` after `steps_done` of its micro-steps (whole optimizer
-  // steps), with the epoch's training metrics so far. Returns its path ("" on ranks > 0).
-  // `held`: the snapshot of that point, taken before (CheckpointSaver::hold), to be written instead of a
-  // new one.
-  std::string save_mid_epoch(int64_t epoch, int64_t steps_done, const MetricSums& epoch_sums, int64_t samples_seen,
-                             CheckpointSnapshot* held = nullptr);
-  // Collective: a stop agreed during epoch `epoch`'s evaluation saves `held` (the end of its training,
-  // whose metrics `train` and `stats` hold) as a checkpoint inside the epoch, then stops as stop() does.
-  [[noreturn]] void stop_in_evaluation(const StepDecision& decision, int64_t epoch, const EpochStats& stats,
-                                       const MetricSums& train, CheckpointSnapshot held);
-  // Whether a module normalises with running statistics in evaluation (BatchNorm's running_var buffers).
-  bool has_running_statistics() const;
+  // What the run's checkpoints record of it (workload, optimizer, data labels, seed, global batch).
+  RunIdentity identity() const;
   // Whether epoch `epoch` continues from a restored checkpoint inside it.
   bool resumed_inside(int64_t epoch) const {
     return restored_ && epoch == first_epoch_ && restored_->epoch_samples > 0;
   }
-  // Collective: ends the run for `decision`'s stop signal at the step boundary every rank is at. Inside an
-  // epoch (`run` given, after `steps_done` micro-steps) it first saves a checkpoint there; elsewhere
-  // `where` says the position and the checkpoint already written for it (an epoch end's), if any. Waits
-  // until rank 0's checkpoint is on disk, records the stop, and throws StoppedBySignal.
-  [[noreturn]] void stop(const StepDecision& decision, StopRecord where, const EpochRun* run = nullptr,
-                         int64_t steps_done = 0);
   // With the live progress of "evaluation <epoch>/<epochs>". Collective; with `stop`, the ranks agree on
   // stop signals between batches, and a stop ends the evaluation early with `*stop` saying so.
   MetricSums evaluate(int64_t epoch, StepDecision* stop = nullptr);
@@ -160,22 +140,16 @@ class Trainer final {
   WorkloadData data_;
   int64_t seed_;
   Activity* activity_;
-  CheckpointSchedule schedule_;
-  // Declared after state_ and logger_: destroyed first, it finishes a checkpoint being written from them.
-  CheckpointSaver saver_;
+  BadSamples bad_samples_;
+  // Declared after state_: destroyed first, it finishes a checkpoint being written from it.
+  RunCheckpoints checkpoints_;
   std::vector<RunObserver*> observers_;
   int64_t first_epoch_ = 1;
-  std::string resume_note_;
-  std::optional<CheckpointMeta> restored_;
-  std::vector<std::string> passed_over_;  // checkpoints restore() passed over (Restored::passed_over)
+  const CheckpointMeta* restored_ = nullptr;  // checkpoints_'s, after a restore
   bool planned_ = false;
-  double restore_s_ = 0.0;  // how long restore() took to read and load the checkpoint
-  double restore_begin_unix_s_ = 0.0;
   int64_t global_batch_ = 0;
   std::string batch_note_;  // how the global batch is split, when train.elastic_batch holds it
   int64_t run_step_ = 0;    // training steps of this run so far, across epochs
-  int64_t bad_samples_ = 0;  // this rank's in the current epoch (note_bad_samples); run_epoch() reduces them
-  std::set<std::string> bad_files_reported_;  // what note_bad_samples warned about, once each
   std::optional<RunEta> eta_;  // from run(): the whole run's time left
 };
 

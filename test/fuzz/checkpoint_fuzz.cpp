@@ -66,7 +66,7 @@ void write_seeds(const std::string& dir) {
   meta.global_batch = 64;
   meta.partial_samples = 640;
   std::filesystem::copy_file(checkpointer.save(meta, modules_for(config)), dir + "/mid-epoch.pt", kReplace);
-  checkpointer.write_progress(ProgressMark{2, 1280, 1.7e9});
+  write_progress_mark(config.checkpoint.dir, ProgressMark{2, 1280, 1.7e9});
   std::filesystem::copy_file(work + "/progress", dir + "/progress", kReplace);
 }
 
@@ -94,7 +94,7 @@ int test_one_input(const uint8_t* data, size_t size) {
     dtrain::fuzz::refused(e);
   }
   dtrain::fuzz::write_bytes(dir + "/progress", data, size);
-  (void)dtrain::Checkpointer::read_progress(dir);
+  (void)dtrain::read_progress_mark(dir);
   return 0;
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "runtime/bootstrap/session.h"
+#include "runtime/config/config.h"
 #include "runtime/util/activity.h"
 
 namespace dtrain {
@@ -19,7 +20,7 @@ struct HeartbeatOptions {
   double period_s = 1.0;        // between reports
   double stale_after_s = 10.0;  // no report for this long: the rank is stopped, dead or cut off
   double warn_after_s = 60.0;   // a collective waited on this long: warn, naming the ranks not in it
-  double timeout_s = 300.0;     // comm.timeout_s: how long stop() waits for the other ranks
+  double timeout_s = kDefaultCommTimeoutS;  // comm.timeout_s: how long stop() waits for the other ranks
 };
 
 // Options for a collective timeout of `timeout_s`: a report every min(1 s, timeout_s / 30) (at least

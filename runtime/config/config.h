@@ -83,6 +83,15 @@ struct DataOptions {
   bool skip_bad_images = false;  // image files the start-up check finds bad are left out (counted), not an error
 };
 
+// Defaults that code below the configuration (the reducer's bucket layout, the heartbeat) also starts
+// from: named once, here.
+constexpr double kDefaultBucketMb = 25.0;
+constexpr double kDefaultFirstBucketMb = 1.0;
+// A collective that does not finish in this time fails the run. Five minutes is far above any step or
+// checkpoint of the studies' models at 32 nodes, and well below PyTorch's 10; the heartbeat warns about
+// stopped ranks within seconds and about a lagging one after a fifth of it.
+constexpr double kDefaultCommTimeoutS = 300.0;
+
 struct CommOptions {
   // mpi: the MPI launcher's ranks (mpirun, srun); env: RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT as
   // torchrun and a PyTorchJob set them; auto: whichever launcher started this process. Read before the
@@ -90,15 +99,12 @@ struct CommOptions {
   BootstrapKind bootstrap = BootstrapKind::kAuto;
   BackendKind backend = BackendKind::kAuto;
   DeviceKind device = DeviceKind::kAuto;
-  double bucket_mb = 25.0;
-  double first_bucket_mb = 1.0;  // PyTorch DDP's first bucket: gradients ready first start moving early
+  double bucket_mb = kDefaultBucketMb;
+  double first_bucket_mb = kDefaultFirstBucketMb;  // as PyTorch DDP: gradients ready first start moving early
   // network: the buckets as small as the allreduce's latency allows (reduce/bucket_probe.h), bucket_mb and
   // first_bucket_mb their upper bounds.
   BucketSizing bucket_sizing = BucketSizing::kFixed;
-  // A collective that does not finish in this time fails the run. Five minutes is far above any step or
-  // checkpoint of the studies' models at 32 nodes, and well below PyTorch's 10; the heartbeat warns about
-  // stopped ranks within seconds and about a lagging one after a fifth of it.
-  double timeout_s = 300.0;
+  double timeout_s = kDefaultCommTimeoutS;  // a collective that takes longer fails the run
   Compression compress = Compression::kNone;  // bf16 halves the bytes of fp32 gradient buckets on the wire
   WaitPolicy wait = WaitPolicy::kPassive;
 };

@@ -7,11 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "runtime/config/config.h"
+
 namespace dtrain {
 
 struct BucketOptions {
-  size_t bucket_bytes = 25u << 20;
-  size_t first_bucket_bytes = 1u << 20;  // as PyTorch DDP: the first gradients ready start moving sooner
+  size_t bucket_bytes = static_cast<size_t>(kDefaultBucketMb * (1 << 20));
+  size_t first_bucket_bytes = static_cast<size_t>(kDefaultFirstBucketMb * (1 << 20));
 };
 
 struct ParamInfo {

@@ -31,11 +31,7 @@ ErrorOrigin mpi_origin() {
 }
 
 void throw_wait_timeout(const WaitOptions& wait, const std::string& what) {
-  std::ostringstream os;
-  os << what << " did not complete within " << wait.timeout_s << " s (comm.timeout_s)";
-  const std::string peers = wait.explain_stall ? wait.explain_stall() : "";
-  os << "; " << (peers.empty() ? "a peer rank is dead, stuck or far behind" : peers);
-  throw CommError(mpi_origin(), os.str());
+  throw CommError(mpi_origin(), with_stall(wait, timed_out_text(wait, what), /*guess=*/true));
 }
 
 void wait_mpi_request(MPI_Request* request, const WaitOptions& wait, const std::string& what) {

@@ -232,16 +232,13 @@ void StoreSession::wait_for(const std::vector<std::string>& keys, bool per_rank,
         for (size_t i = 0; i < keys.size(); ++i) {
           if (!store_->check({keys[i]})) missing.push_back(static_cast<int>(i));
         }
-        std::string message = "timed out after " + std::to_string(static_cast<int64_t>(wait.timeout_s)) + " s " + what;
+        std::string message = timed_out_text(wait, what);
         if (per_rank) {
           message += ": rank" + std::string(missing.size() == 1 ? " " : "s ") + rank_list(missing) + " of " +
                      std::to_string(world_size_) + " did not arrive";
         }
         message += " (store at " + address() + ", " + env_.summary + ")";
-        if (wait.explain_stall) {
-          const std::string stall = wait.explain_stall();
-          if (!stall.empty()) message += "; " + stall;
-        }
+        message = with_stall(wait, std::move(message), /*guess=*/false);
         throw CommError(origin(), message);
       }
       std::this_thread::sleep_for(pause);
@@ -286,7 +283,7 @@ std::string StoreSession::broadcast(const std::string& bytes, int root, const Wa
   } catch (const std::exception& e) {
     throw CommError(origin(), "the c10d store at " + address() + " failed while broadcasting " + what + ": " + message_without_trace(e));
   }
-  wait_for({key}, false, wait, "waiting for " + what + " from rank " + std::to_string(root));
+  wait_for({key}, false, wait, "the broadcast of " + what + " from rank " + std::to_string(root));
   return to_string(store_->get(key));
 }
 

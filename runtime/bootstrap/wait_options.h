@@ -19,4 +19,12 @@ struct WaitOptions {
   bool active = false;
 };
 
+// The one wording of a wait that ended without its collective, whatever the backend (MPI, NCCL, Gloo,
+// the c10d store):
+//   "<what> did not complete within <timeout_s> s (comm.timeout_s)"
+std::string timed_out_text(const WaitOptions& wait, const std::string& what);
+// `message`, then the heartbeat's view of which peer is stuck and where ("; rank 3/4 (host n3) has
+// stopped reporting ..."); without one, and with `guess`, "; a peer rank is dead, stuck or far behind".
+std::string with_stall(const WaitOptions& wait, std::string message, bool guess);
+
 }  // namespace dtrain

@@ -20,12 +20,7 @@ struct GlooCommunicator::Impl {
   // A failed or timed-out Gloo operation as CommError: what, this rank, Gloo's message, and the
   // heartbeat's view of which peer is stuck.
   [[noreturn]] void fail(const std::string& what, const std::exception& e) const {
-    std::string message = "gloo " + what + " failed: " + message_without_trace(e);
-    if (wait.explain_stall) {
-      const std::string stall = wait.explain_stall();
-      if (!stall.empty()) message += "; " + stall;
-    }
-    throw CommError(origin, message);
+    throw CommError(origin, with_stall(wait, "gloo " + what + " failed: " + message_without_trace(e), /*guess=*/false));
   }
 
   // Runs `call` (a Gloo call), turning what it throws into CommError.

@@ -169,11 +169,7 @@ struct NcclState {
         }
         const double waited_s = seconds_between(op.start, now);
         if (waited_s > options.wait.timeout_s) {
-          std::ostringstream os;
-          os << op.what << " did not complete within " << options.wait.timeout_s << " s (comm.timeout_s)";
-          const std::string peers = options.wait.explain_stall ? options.wait.explain_stall() : "";
-          os << "; " << (peers.empty() ? "a peer rank is dead, stuck or far behind" : peers);
-          problem = os.str();
+          problem = with_stall(options.wait, timed_out_text(options.wait, op.what), /*guess=*/true);
         }
         ++it;
       }

@@ -55,7 +55,7 @@ env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" timeout 120 "$
   --log-dir logs-alone >alone0.out 2>&1
 rc0=$?
 if [ "$rc1" -eq 6 ] && grep -q "\[rank 1/2\] cannot reach the c10d store at 127.0.0.1:$port (MASTER_ADDR, MASTER_PORT; rank 0 hosts it) within 3 s" alone1.out &&
-   [ "$rc0" -eq 6 ] && grep -q "\[rank 0/2\] timed out after 3 s joining the 2 ranks of WORLD_SIZE: rank 1 of 2 did not arrive (store at 127.0.0.1:$port" alone0.out &&
+   [ "$rc0" -eq 6 ] && grep -q "\[rank 0/2\] joining the 2 ranks of WORLD_SIZE did not complete within 3 s (comm.timeout_s): rank 1 of 2 did not arrive (store at 127.0.0.1:$port" alone0.out &&
    ! grep -q "metricName" alone0.out alone1.out; then
   pass "a rank of WORLD_SIZE=2 whose peer never comes fails (exit 6) naming the store and the missing rank"
 else

@@ -116,7 +116,7 @@ TEST_CASE("a rank that never joins fails the others with the address and the mis
   try {
     StoreSession session(env_of(0, 3, port), 1.0);
   } catch (const CommError& e) {
-    CHECK_THAT(std::string(e.what()), Contains("[rank 0/3] timed out after 1 s joining the 3 ranks of WORLD_SIZE") &&
+    CHECK_THAT(std::string(e.what()), Contains("[rank 0/3] joining the 3 ranks of WORLD_SIZE did not complete within 1 s (comm.timeout_s)") &&
                                           Contains("ranks 1, 2 of 3 did not arrive") &&
                                           Contains("store at 127.0.0.1:" + std::to_string(port)));
   }

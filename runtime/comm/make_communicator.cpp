@@ -24,6 +24,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
+#include "runtime/device/cuda_configs.h"
 #include "runtime/device/cuda_kernel_inventory.h"
 #endif
 

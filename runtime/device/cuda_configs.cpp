@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "runtime/util/strings.h"
+
 namespace dtrain {
 
 namespace {
@@ -31,6 +33,33 @@ const CudaConfig* cuda_config_for_torch(const std::string& torch_version) {
   const auto it = std::find_if(configs.begin(), configs.end(),
                                [&](const CudaConfig& c) { return c.torch_version == torch_version; });
   return it == configs.end() ? nullptr : &*it;
+}
+
+std::string unsupported_gpu_message(const GpuDescription& gpu, const std::string& library,
+                                    const CudaKernelInventory& inventory) {
+  const std::string arch = "sm_" + std::to_string(gpu.major) + std::to_string(gpu.minor);
+  std::vector<std::string> fits;
+  std::vector<std::string> all;
+  for (const CudaConfig& c : cuda_configs()) {
+    const std::string kernels = c.inventory().common_images();
+    all.push_back(c.name + ": " + kernels);
+    if (!c.runs_on(gpu.major, gpu.minor)) continue;
+    fits.push_back("dtrain's " + c.name + " configuration (LibTorch " + c.torch_version + " with CUDA " +
+                   c.cuda_version + ", kernels " + kernels + "): the image " + c.image() +
+                   " (bash scripts/build_image.sh " + c.image_kind + ") or a build with bash scripts/build_cuda.sh " +
+                   c.name);
+  }
+  std::string what_to_do;
+  if (!fits.empty()) {
+    what_to_do = "Use " + join(fits, ", or ") + "; or another GPU, or --device cpu";
+  } else {
+    what_to_do = "No configuration of dtrain has " + arch + " kernels (" + join(all, "; ") +
+                 "; PyPI's LibTorch builds have none older than sm_50): use another GPU or --device cpu";
+  }
+  return "GPU " + std::to_string(gpu.index) + " on host " + gpu.host + " (" + gpu.name + ", compute capability " +
+         std::to_string(gpu.major) + "." + std::to_string(gpu.minor) + ") cannot run this LibTorch's CUDA kernels: " +
+         library + " has kernels for " + inventory.common_images() + " and none for " + arch + ". " + what_to_do +
+         " (docs/gpu.md)";
 }
 
 }  // namespace dtrain

@@ -30,4 +30,18 @@ const std::vector<CudaConfig>& cuda_configs();
 // The configuration that builds against LibTorch `torch_version` (e.g. "2.7.1"), or nullptr.
 const CudaConfig* cuda_config_for_torch(const std::string& torch_version);
 
+struct GpuDescription {
+  int index = 0;
+  std::string host;
+  std::string name;  // e.g. "Tesla V100-SXM2-16GB"
+  int major = 0;     // compute capability
+  int minor = 0;
+};
+
+// The start-up error for a GPU that `library` (e.g. "libtorch 2.11.0 with CUDA 13.0 (path)") has no
+// kernels for: which GPU, what the library has, and what to do: the configuration of dtrain
+// (cuda_configs.h) whose image and build have kernels for it, or that none has.
+std::string unsupported_gpu_message(const GpuDescription& gpu, const std::string& library,
+                                    const CudaKernelInventory& inventory);
+
 }  // namespace dtrain

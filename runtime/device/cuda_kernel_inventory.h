@@ -38,20 +38,6 @@ class CudaKernelInventory final {
   std::vector<std::vector<KernelImage>> modules_;
 };
 
-struct GpuDescription {
-  int index = 0;
-  std::string host;
-  std::string name;  // e.g. "Tesla V100-SXM2-16GB"
-  int major = 0;     // compute capability
-  int minor = 0;
-};
-
-// The start-up error for a GPU that `library` (e.g. "libtorch 2.11.0 with CUDA 13.0 (path)") has no
-// kernels for: which GPU, what the library has, and what to do: the configuration of dtrain
-// (cuda_configs.h) whose image and build have kernels for it, or that none has.
-std::string unsupported_gpu_message(const GpuDescription& gpu, const std::string& library,
-                                    const CudaKernelInventory& inventory);
-
 // Reads the inventory of an ELF shared library or executable. nullopt when it has no .nv_fatbin section
 // (no GPU code). Throws DataError naming the file when it cannot be read or its fatbinaries are malformed.
 std::optional<CudaKernelInventory> read_cuda_kernel_inventory(const std::string& path);

@@ -38,7 +38,8 @@ default_dir=build-cuda
 build_dir=${BUILD_DIR:-$default_dir}
 # NCCL comes from the nvidia-nccl package beside torch, as on the GPU hosts (cmake/FindNCCL.cmake), the
 # CUDA headers and runtime from the toolkit laid out beside them.
-"$cmake_bin" -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-Release} \
+# The cache must name a CUDA LibTorch and NCCL before anything is compiled against it.
+"$cmake_bin" -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" \
   -DCMAKE_PREFIX_PATH="$torch_prefix" -DCUDAToolkit_ROOT="$env_dir/cuda-toolkit" -DNCCL_ROOT="$site/nvidia/nccl" \
   -DDTRAIN_WITH_NCCL=ON "$@"
 if ! grep -q '^DTRAIN_TORCH_HAS_CUDA:INTERNAL=ON' "$build_dir/CMakeCache.txt" \
@@ -46,8 +47,8 @@ if ! grep -q '^DTRAIN_TORCH_HAS_CUDA:INTERNAL=ON' "$build_dir/CMakeCache.txt" \
   echo "build_cuda: $build_dir lacks CUDA LibTorch or NCCL; see the cmake output above" >&2
   exit 1
 fi
-# shellcheck disable=SC2086  # a list of targets
-"$cmake_bin" --build "$build_dir" --parallel "$(nproc)" ${BUILD_TARGETS:+--target $BUILD_TARGETS}
+# Configured above: build.sh builds what BUILD_TARGETS names (default all) with the same CMake.
+CMAKE=$cmake_bin BUILD_DIR=$build_dir bash scripts/build.sh
 # Every CUDA header must be the configuration's own: a machine's CUDA toolkit on the compiler's default
 # search path (CI machines link CUDA 13's headers into /usr/local/include) would fill in any header the
 # environment lacks, silently mixing two CUDA versions into one build.

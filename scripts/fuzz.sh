@@ -14,11 +14,11 @@ seconds=${1:-600}
 shift || true
 build=${BUILD_DIR:-build-asan}
 jobs=${JOBS:-$(nproc)}
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DDTRAIN_FUZZ=ON \
-  -DDTRAIN_SANITIZE=ON -DDTRAIN_BUILD_TESTS=ON -DDTRAIN_BUILD_BENCH=OFF >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
 targets=("$@")
 [ "${#targets[@]}" -gt 0 ] || targets=(idx cifar image citation config checkpoint zip)
-cmake --build "$build" --parallel "$(nproc)" --target dtrain_fuzz_replay "${targets[@]/#/dtrain_fuzz_}"
+BUILD_DIR=$build BUILD_TYPE=RelWithDebInfo BUILD_TARGETS="dtrain_fuzz_replay ${targets[*]/#/dtrain_fuzz_}" \
+  bash scripts/build.sh -DCMAKE_CXX_COMPILER=clang++ -DDTRAIN_FUZZ=ON -DDTRAIN_SANITIZE=ON -DDTRAIN_BUILD_TESTS=ON \
+  -DDTRAIN_BUILD_BENCH=OFF
 root=$(pwd)
 export ASAN_OPTIONS="detect_leaks=1:${ASAN_OPTIONS:-}"
 export LSAN_OPTIONS="suppressions=$root/test/sanitize/lsan.supp:${LSAN_OPTIONS:-}"

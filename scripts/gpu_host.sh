@@ -100,7 +100,7 @@ elif ! host_has mpi; then
   echo "gpu_host: no Open MPI on this host and no .deb files in $deps_dir; run scripts/fetch_gpu_host_deps.sh on a Debian 12 machine and copy $deps_dir here" >&2
   exit 1
 fi
-if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+. scripts/mpi_env.sh
 
 # --- LibTorch and NCCL from pip ------------------------------------------------------------------
 site=$("$python" -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')

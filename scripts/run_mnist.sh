@@ -29,12 +29,14 @@ stage() {
 }
 
 stage "installing the packages dtrain needs (scripts/install_deps.sh run)" bash scripts/install_deps.sh run
-# A build directory configured before (by scripts/test.sh, with the tests) is used as it is.
-if [ ! -f "$build_dir/CMakeCache.txt" ]; then
-  stage "configuring the build in $build_dir" cmake -S . -B "$build_dir" -G Ninja \
-    -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" -DDTRAIN_BUILD_TESTS=OFF -DDTRAIN_BUILD_BENCH=OFF
+# A build directory configured before (by scripts/test.sh, with the tests) is used as it is, not
+# configured again: the docs test runs this from a scratch copy whose build/ is the checkout's.
+if [ -f "$build_dir/CMakeCache.txt" ]; then
+  stage "building $build_dir/dtrain" cmake --build "$build_dir" --target dtrain --parallel "$(nproc)"
+else
+  stage "configuring and building $build_dir/dtrain" env BUILD_DIR="$build_dir" BUILD_TARGETS=dtrain \
+    bash scripts/build.sh -DDTRAIN_BUILD_TESTS=OFF -DDTRAIN_BUILD_BENCH=OFF
 fi
-stage "building $build_dir/dtrain" cmake --build "$build_dir" --target dtrain --parallel "$(nproc)"
 echo "run_mnist: ready in $((SECONDS - started)) s; training mnist on Fashion-MNIST with 2 ranks"
 # A Train Epoch line every 100 steps: the live progress line shows where the epoch is in between.
 exec scripts/mpirun_local.sh -np 2 "$build_dir/dtrain" --workload mnist --epochs 1 --log-interval 100 "$@"

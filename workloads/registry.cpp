@@ -44,7 +44,15 @@ std::unique_ptr<Workload> WorkloadRegistry::create(const std::string& name) cons
   if (it == entries_.end()) {
     throw ConfigError("unknown workload '" + name + "'; available: " + join(names()));
   }
-  return it->second.factory();
+  std::unique_ptr<Workload> workload = it->second.factory();
+  // The key, the workload's own name (in its run logs and checkpoints) and its options section are one
+  // identity: a workload registered under another name would write checkpoints no run of that key reads.
+  if (!workload || workload->name() != name) {
+    throw Error("workload '" + name + "' is registered, but its factory makes " +
+                (workload ? "one named '" + workload->name() + "'" : std::string("none")) +
+                " (Workload::name() must be the registered name)");
+  }
+  return workload;
 }
 
 void register_builtin_workloads(WorkloadRegistry& registry) {

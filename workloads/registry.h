@@ -22,7 +22,8 @@ class WorkloadRegistry final {
   void add(const std::string& name, const std::string& description, WorkloadFactory factory,
            std::vector<ConfigField> options = {});
 
-  // Throws ConfigError "unknown workload 'mnsit'; available: cifar10, mnist".
+  // Throws ConfigError "unknown workload 'mnsit'; available: cifar10, mnist", and Error when the factory
+  // makes a workload whose name() is not `name`.
   std::unique_ptr<Workload> create(const std::string& name) const;
 
   bool contains(const std::string& name) const { return entries_.count(name) > 0; }

@@ -67,7 +67,7 @@ slurmd -f "$SLURM_CONF" || die "slurmd did not start"
 for _ in $(seq 60); do sinfo -h -o %T 2>/dev/null | grep -qE "^idle" && break; sleep 1; done
 sinfo -h -o %T | grep -qE "^idle" || die "the node never became idle: $(sinfo 2>&1)"
 
-if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+. "$root/scripts/mpi_env.sh"
 submit() {  # submit SCRIPT [sbatch options] -- DTRAIN ARGS: prints the job id
   local script=$1; shift
   local options=()

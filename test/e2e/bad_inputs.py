@@ -19,6 +19,9 @@ import tempfile
 import zipfile
 import zlib
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from mpi_env import allow_root_mpi  # noqa: E402
+
 CONFIG, DATA = 2, 3  # dtrain's exit statuses for configuration and data errors (docs/failures.md)
 CPU = ["--device", "cpu", "--backend", "mpi"]
 FAST = ["--synthetic", "--max-steps", "1", "--epochs", "1", "--eval-samples", "100", "--progress", "off"]
@@ -407,8 +410,7 @@ def run_case(case, dtrain, mpiexec, mpi_flags, workdir):
 def main():
     dtrain, mpiexec = sys.argv[1], sys.argv[2]
     mpi_flags = sys.argv[3].split() if len(sys.argv) > 3 else []
-    if os.geteuid() == 0:
-        os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    allow_root_mpi()
     with tempfile.TemporaryDirectory() as root:
         workdir = os.path.join(root, "cwd")
         os.makedirs(workdir)

@@ -24,7 +24,7 @@ cleanup() {
 }
 trap cleanup EXIT
 cd "$work"
-if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+. "$here/../../scripts/mpi_env.sh"
 failures=0
 pass() { echo "PASS: $1"; }
 fail() { echo "FAIL: $1"; failures=$((failures + 1)); }

@@ -34,7 +34,7 @@ cd "$work"
 # A copy of the binary under this test's directory, so that cleanup finds every process it started.
 cp "$1" "$work/dtrain"
 dtrain=$work/dtrain
-if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+. "$root/scripts/mpi_env.sh"
 failures=0
 pass() { echo "PASS: $1"; }
 fail() { echo "FAIL: $1"; failures=$((failures + 1)); }

@@ -43,6 +43,7 @@ import numpy as np  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "test" / "support"))
+from mpi_env import allow_root_mpi  # noqa: E402
 from browser import browser, screenshot  # noqa: E402
 
 failures = []
@@ -297,8 +298,7 @@ def check_dashboard(run_dir, ranks, shots):
 def main():
     dtrain, mpiexec = sys.argv[1], sys.argv[2]
     flags = sys.argv[3].split() if len(sys.argv) > 3 and sys.argv[3] else []
-    if os.geteuid() == 0:
-        os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    allow_root_mpi()
     with tempfile.TemporaryDirectory(prefix="dtrain-tensorboard-") as tmp:
         root = Path(tmp)
         shots = Path(os.environ.get("DTRAIN_SCREENSHOT_DIR", root))

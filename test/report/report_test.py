@@ -31,6 +31,7 @@ from dtrain_report import formats  # noqa: E402
 from dtrain_report.tables import READS  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "test" / "support"))
+from mpi_env import allow_root_mpi  # noqa: E402
 from browser import browser, images, screenshot  # noqa: E402
 
 # bash's `time` output, read here independently of the report.
@@ -168,8 +169,7 @@ def main():
     report = [sys.argv[1]]
     dtrain, mpiexec, unit_tests = sys.argv[2], sys.argv[3], sys.argv[4]
     flags = sys.argv[5].split() if len(sys.argv) > 5 and sys.argv[5] else []
-    if os.geteuid() == 0:
-        os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    allow_root_mpi()
 
     # The report reads only fields that dtrain's schema declares.
     for kind, fields in READS.items():

@@ -7,13 +7,12 @@
 # the long suites, `volta` (LibTorch 2.7.1, CUDA 12.6, for P100 and V100) the tests labelled `config`,
 # those that check a build against its LibTorch. DTRAIN_TEST_CUDA=0 leaves the CUDA builds out (about
 # 8 GB of PyPI packages and 15 minutes of 2 cores).
-# Where the time goes: the CPU build's tests are most of it, and many of them wait (timeouts, the
-# emulated cluster's nodes held to a share of a core). So the CUDA LibTorches download while the CPU
-# build compiles, and the two CUDA builds compile at the lowest CPU priority while the CPU tests run,
-# on the cycles the tests leave; their tests run after. The tests run DTRAIN_TEST_JOBS at a time
-# (default 4; ctest counts a test of two busy ranks as two and runs those marked RUN_SERIAL alone:
-# test/CMakeLists.txt). At the end, pass or fail, every test's time (slowest first) and what was skipped
-# are printed (scripts/ctest_summary.py, from ctest's JUnit files), and the whole run's time.
+# At the end, pass or fail, every test's time (slowest first) and what was skipped are printed
+# (scripts/ctest_summary.py, from ctest's JUnit files), and the whole run's time.
+# DTRAIN_TEST_JOBS=N runs N tests side by side (ctest counts a test of two busy ranks as two and runs
+# those marked RUN_SERIAL alone: test/CMakeLists.txt), with Open MPI's idle ranks yielding their core.
+# It is 1 by default: on a 2-core machine the CPU tests keep 1.1 to 1.8 cores busy one at a time, so
+# four side by side took as long as one after another (docs/architecture.md, "Building and tests").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$(date +%s)
@@ -22,13 +21,13 @@ cuda_build=${CUDA_BUILD_DIR:-build-cuda}
 volta_build=${CUDA_VOLTA_BUILD_DIR:-build-cuda-volta}
 junit=ctest-junit.xml  # in each build folder
 cuda=${DTRAIN_TEST_CUDA:-1}
-jobs=${DTRAIN_TEST_JOBS:-4}
-cuda_builds=""  # the background job building the CUDA configurations
+jobs=${DTRAIN_TEST_JOBS:-1}
+torch_install=""  # the background job installing PyPI's CUDA LibTorches
 cuda_ran=""
 volta_ran=""
 finish() {
   local status=$?
-  if [ -n "$cuda_builds" ]; then kill -- "-$cuda_builds" 2>/dev/null || true; fi  # a failed CPU run stops it
+  if [ -n "$torch_install" ]; then kill "$torch_install" 2>/dev/null || true; fi  # a failed CPU run stops it
   /usr/bin/python3 scripts/ctest_summary.py "cpu=$cpu_build/$junit" \
     ${cuda_ran:+"cuda-current=$cuda_build/$junit"} ${volta_ran:+"cuda-volta=$volta_build/$junit"} || true
   echo "test: $(( $(date +%s) - started )) s in all, exit $status"
@@ -38,42 +37,32 @@ trap finish EXIT
 bash scripts/install_deps.sh
 rm -f "$cpu_build/$junit" "$cuda_build/$junit" "$volta_build/$junit"
 if [ "$cuda" = 1 ]; then
-  cuda_log=$(mktemp)
-  # A process group of its own (set -m), so that a failed run stops all of it.
-  set -m
-  nice -n 19 bash -c '
-    set -e
-    bash scripts/install_cuda_torch.sh current >/dev/null
-    bash scripts/install_cuda_torch.sh volta >/dev/null
-    s=$(date +%s)
-    BUILD_DIR="$1" bash scripts/build_cuda.sh current
-    BUILD_DIR="$2" BUILD_TARGETS="dtrain dtrain_unit_tests dtrain_mpi_tests" bash scripts/build_cuda.sh volta
-    echo "test: the CUDA builds took $(( $(date +%s) - s )) s beside the CPU tests"' \
-    _ "$cuda_build" "$volta_build" >"$cuda_log" 2>&1 &
-  cuda_builds=$!
-  set +m
+  # PyPI's CUDA LibTorches (about 3 GB each to download) come in while the CPU build compiles and tests.
+  torch_log=$(mktemp)
+  { bash scripts/install_cuda_torch.sh current && bash scripts/install_cuda_torch.sh volta; } >"$torch_log" 2>&1 &
+  torch_install=$!
 fi
 bash scripts/build.sh -DDTRAIN_BUILD_TESTS=ON -DDTRAIN_BUILD_BENCH=ON
 . scripts/mpi_env.sh
-# Ranks waiting in an MPI call yield their core to the other tests' processes instead of spinning on it.
-export OMPI_MCA_mpi_yield_when_idle=1
-ctest --test-dir "$cpu_build" --output-on-failure --timeout 900 -j "$jobs" --output-junit "$junit" "$@"
+# Side by side, ranks waiting in an MPI call yield their core to the other tests' processes.
+if [ "$jobs" -gt 1 ]; then export OMPI_MCA_mpi_yield_when_idle=1; fi
+# The JUnit file keeps every passed test's whole output, where the summary finds its SKIP: lines.
+ctest_args=(--output-on-failure --timeout 900 -j "$jobs" --output-junit "$junit" --test-output-size-passed 1000000)
+ctest --test-dir "$cpu_build" "${ctest_args[@]}" "$@"
 
 if [ "$cuda" != 1 ]; then
   echo "test: DTRAIN_TEST_CUDA=$cuda: the CUDA builds (scripts/build_cuda.sh current|volta) were left out"
   exit 0
 fi
-echo "test: waiting for the CUDA builds (log: $cuda_log)"
-if ! wait "$cuda_builds"; then
-  cuda_builds=""
-  tail -n 60 "$cuda_log" >&2
-  echo "test: installing PyPI's CUDA LibTorch or building against it failed (scripts/install_cuda_torch.sh," \
-       "scripts/build_cuda.sh); the whole log: $cuda_log" >&2
+if ! wait "$torch_install"; then
+  torch_install=""
+  cat "$torch_log" >&2
+  echo "test: installing PyPI's CUDA LibTorch failed (scripts/install_cuda_torch.sh)" >&2
   exit 1
 fi
-cuda_builds=""
-tail -n 1 "$cuda_log"
-rm -f "$cuda_log"
+torch_install=""
+rm -f "$torch_log"
+BUILD_DIR=$cuda_build bash scripts/build_cuda.sh current
 # The peer benchmark compares against Debian's PyTorch, and the deploy tests do not use this build's
 # binaries beyond what the CPU build's run already covered. The long end-to-end suites (the main
 # end-to-end suite, every bad input, every vision workload, signals) run the same code as the CPU
@@ -82,10 +71,10 @@ rm -f "$cuda_log"
 # the long suites too (e2e_dtrain here cost 225 s of CI's 40 minutes and repeated the CPU run's cases).
 # README's commands (docs) are those of the Debian build, which the CPU run checked.
 cuda_ran=1
-ctest --test-dir "$cuda_build" --output-on-failure --timeout 900 -j "$jobs" --output-junit "$junit" \
-  -LE 'deploy|peer|long|docs' "$@"
+ctest --test-dir "$cuda_build" "${ctest_args[@]}" -LE 'deploy|peer|long|docs' "$@"
 # The Volta/Pascal configuration differs only in its LibTorch (and CUDA 12): the executables the
 # `config` tests run, and those tests: the unit tests (its kernel inventory against the real
 # libtorch_cuda.so among them), 2-rank MPI training, the link order and the run log's schema.
+BUILD_DIR=$volta_build BUILD_TARGETS="dtrain dtrain_unit_tests dtrain_mpi_tests" bash scripts/build_cuda.sh volta
 volta_ran=1
-ctest --test-dir "$volta_build" --output-on-failure --timeout 900 -j "$jobs" --output-junit "$junit" -L config "$@"
+ctest --test-dir "$volta_build" "${ctest_args[@]}" -L config "$@"

@@ -3,6 +3,8 @@
 #define CATCH_CONFIG_RUNNER
 #include "test/support/catch.h"
 
+#include <cstdio>
+#include <map>
 #include <set>
 #include <string>
 
@@ -17,9 +19,9 @@ std::set<std::string>& cases_run() {
   static std::set<std::string> names;
   return names;
 }
-std::set<std::string>& cases_skipped() {
-  static std::set<std::string> names;
-  return names;
+std::map<std::string, std::string>& cases_skipped() {  // case -> why
+  static std::map<std::string, std::string> reasons;
+  return reasons;
 }
 
 class CaseCounter : public Catch::TestEventListenerBase {
@@ -31,7 +33,9 @@ CATCH_REGISTER_LISTENER(CaseCounter)
 
 }  // namespace
 
-void note_skip() { cases_skipped().insert(Catch::getResultCapture().getCurrentTestName()); }
+void note_skip(const std::string& reason) {
+  cases_skipped().emplace(Catch::getResultCapture().getCurrentTestName(), reason);
+}
 
 int run_catch_session(int argc, char** argv, const CatchRunOptions& options) {
   Catch::Session session;
@@ -41,6 +45,9 @@ int run_catch_session(int argc, char** argv, const CatchRunOptions& options) {
     session.configData().useColour = Catch::UseColour::No;
   }
   const int failed = session.run();
+  if (options.report_path.empty()) {
+    for (const auto& [name, reason] : cases_skipped()) std::printf("SKIP: %s: %s\n", name.c_str(), reason.c_str());
+  }
   if (failed == 0 && !cases_run().empty() && cases_skipped().size() == cases_run().size()) return kAllSkipped;
   return failed;
 }

@@ -77,10 +77,17 @@ def stream(cluster, sender_node, receiver_node, receiver_addr, seconds):
         sys.exit("emulator_floor: the receiver did not start")
     before, irq_before = usage(cluster), softirq_s()
     start = time.perf_counter()
-    subprocess.run(["bash", cluster, "exec", sender_node, sys.executable, "-c", SENDER, receiver_addr, str(PORT),
-                    str(seconds)], check=True)
-    got = int(receiver.stdout.readline())
-    receiver.wait()
+    try:
+        subprocess.run(["bash", cluster, "exec", sender_node, sys.executable, "-c", SENDER, receiver_addr, str(PORT),
+                        str(seconds)], check=True, timeout=seconds + 60)
+        reply = receiver.communicate(timeout=60)[0].strip()
+    except subprocess.TimeoutExpired as e:
+        receiver.kill()
+        sys.exit(f"emulator_floor: a {seconds:g} s stream from {sender_node} to {receiver_node} did not end within "
+                 f"{e.timeout:g} s (a link down or a node without CPU?)")
+    if not reply.isdigit():
+        sys.exit(f"emulator_floor: the receiver on {receiver_node} printed {reply!r}, expected the bytes it got")
+    got = int(reply)
     wall = time.perf_counter() - start
     after, irq_after = usage(cluster), softirq_s()
     if got <= 0:

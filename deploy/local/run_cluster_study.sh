@@ -19,9 +19,10 @@
 # Options: --sizes "1 2 4" (nodes, one rank each), --reps N, --out DIR, --platform NAME (label, default
 # cluster), --rate RATE, --mtu BYTES, --overlay none|vxlan, --cpu CORES (cluster.sh up's options),
 # --launcher mpirun|torchrun, --calibrate, --floor, --peer ddp, --label KEY=VALUE (repeatable), --dtrain PATH,
-# --timeout SECONDS per run (default 3600), --keep-checkpoints. Everything after `--` goes to dtrain (with
-# --peer, the mnist flags the peer mirrors: --workload mnist, --data-dir, --batch-size, --epochs,
-# --max-steps, --eval-samples, --threads, and dtrain's own --checkpoint, --progress, --backend). Needs root.
+# --timeout SECONDS per run and per calibration step (default 3600), --keep-checkpoints. Everything after
+# `--` goes to dtrain (with --peer, the mnist flags the peer mirrors: --workload mnist, --data-dir,
+# --batch-size, --epochs, --max-steps, --eval-samples, --threads, and dtrain's own --checkpoint, --progress,
+# --backend). Needs root.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -127,7 +128,7 @@ if [ "$calibrate" -eq 1 ]; then
   # quota of a quarter core throttles a 256 KiB allreduce from 3.6 ms to 150 ms. What the share costs
   # training is then the model's error, not part of its network (docs/benchmarks.md).
   bash "$cluster" up "$n" --rate "$rate" --mtu "$mtu" --overlay "$overlay"
-  bash "$cluster" mpirun -- "$bench" --backend mpi --min-bytes 64K --max-bytes 32M --factor 4 --warmup 2 --iters 8 \
+  timeout "$timeout_s" bash "$cluster" mpirun -- "$bench" --backend mpi --min-bytes 64K --max-bytes 32M --factor 4 --warmup 2 --iters 8 \
     --json "$json" >"$out/calibration/allreduce-n$(printf %02d "$n").log" 2>&1 </dev/null ||
     { cat "$out/calibration/"*.log >&2; echo "$STUDY_RUNNER: the calibration sweep failed" >&2; exit 1; }
   # The sweep names its platform, so one report of several studies calibrates each with its own network.
@@ -141,8 +142,8 @@ if [ "$floor" -eq 1 ]; then
   # Two nodes with the study's links and CPU share: what moving a byte costs a node here, against the
   # same stream inside one node (the kernel's TCP alone, as on a host with a real NIC).
   bash "$cluster" up 2 "${up_options[@]}"
-  /usr/bin/python3 "$here/emulator_floor.py" --cluster-script "$cluster" --json "$out/calibration/floor.json" \
-    --platform "$platform" || { echo "$STUDY_RUNNER: the emulator floor measurement failed" >&2; exit 1; }
+  timeout "$timeout_s" /usr/bin/python3 "$here/emulator_floor.py" --cluster-script "$cluster" \
+    --json "$out/calibration/floor.json" --platform "$platform" </dev/null || { echo "$STUDY_RUNNER: the emulator floor measurement failed" >&2; exit 1; }
 fi
 
 # solo_runs SIZE RUNTIME COMMAND...: COMMAND (a one-rank run, given --log-dir DIR after it) on every node

@@ -29,8 +29,11 @@ export DTRAIN_CLUSTER=$name
 cleanup() { bash "$cluster" down >/dev/null 2>&1; rm -rf "$work"; }
 trap cleanup EXIT
 failures=0
-pass() { echo "PASS: $*"; }
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+# Each check's line says how long it took (since the previous check), so a slow CI machine's log shows
+# where the time went.
+lap=$SECONDS
+pass() { echo "PASS ($((SECONDS - lap)) s): $*"; lap=$SECONDS; }
+fail() { echo "FAIL ($((SECONDS - lap)) s): $*"; lap=$SECONDS; failures=$((failures + 1)); }
 show() { echo "--- $1"; grep -v '^\S*:\?  ' "$1" | tail -n "${2:-25}"; }
 
 if [ "$(id -u)" -ne 0 ]; then echo "SKIP: the emulated cluster needs root (network namespaces)"; exit 77; fi
@@ -209,14 +212,14 @@ comm() {
   # A slow link, so that communication is a large part of the step and its overlap shows.
   up 2 --rate 200mbit --cpu 0.5
   # 1. The default: passive waits, overlapped buckets.
-  if timeout 180 bash "$cluster" mpirun -- "$dtrain" "${run[@]}" --log-dir "$work/passive" >"$work/passive.out" 2>&1 &&
+  if timeout 100 bash "$cluster" mpirun -- "$dtrain" "${run[@]}" --log-dir "$work/passive" >"$work/passive.out" 2>&1 &&
      /usr/bin/python3 "$check" "$work/passive" passive >"$work/check.out"; then
     pass "passive waits and overlap: $(cat "$work/check.out")"
   else
     fail "passive waits and overlap"; show "$work/passive.out"; cat "$work/check.out"
   fi
   # 2. The control: comm.wait active polls through the waits, and the same measure must see it.
-  if timeout 180 bash "$cluster" mpirun -- "$dtrain" "${run[@]}" --comm-wait active --log-dir "$work/active" \
+  if timeout 100 bash "$cluster" mpirun -- "$dtrain" "${run[@]}" --comm-wait active --log-dir "$work/active" \
        >"$work/active.out" 2>&1 && /usr/bin/python3 "$check" "$work/active" active >"$work/check.out"; then
     pass "control, comm.wait active: $(cat "$work/check.out")"
   else
@@ -224,7 +227,7 @@ comm() {
   fi
   # 3. node2 with half node1's CPU: rank 1 is the straggler, named in the run log and on the console.
   bash "$cluster" cpu node2 0.25
-  if timeout 180 bash "$cluster" mpirun -- "$dtrain" "${run[@]}" --log-dir "$work/slow" >"$work/slow.out" 2>&1 &&
+  if timeout 100 bash "$cluster" mpirun -- "$dtrain" "${run[@]}" --log-dir "$work/slow" >"$work/slow.out" 2>&1 &&
      /usr/bin/python3 "$check" "$work/slow" slow 1 >"$work/check.out" &&
      grep -q "rank 1 (node2) made the others wait" "$work/slow.out"; then
     pass "node2 at half the CPU: $(cat "$work/check.out"); console: $(grep -o 'rank 1 (node2) made the others wait [0-9]*%' "$work/slow.out")"
@@ -235,8 +238,9 @@ comm() {
   # 4. A study with the PyTorch DDP peer and the emulator's floor, as docs/benchmarks.md runs it, read by
   # dtrain-report: the reader of what the peer, the floor and the solo runs really write.
   local study="$work/study"
-  if timeout 400 bash "$root/deploy/local/run_cluster_study.sh" --sizes 2 --reps 1 --rate 1gbit --cpu 0.5 \
-       --calibrate --floor --peer ddp --platform q --dtrain "$dtrain" --out "$study" -- --workload mnist \
+  # Every step of the study has its own limit (--timeout), inside this one, inside CTest's.
+  if timeout 300 bash "$root/deploy/local/run_cluster_study.sh" --sizes 2 --reps 1 --rate 1gbit --cpu 0.5 \
+       --calibrate --floor --peer ddp --platform q --timeout 90 --dtrain "$dtrain" --out "$study" -- --workload mnist \
        --data-dir "$data" --epochs 1 --max-steps 4 --eval-samples 64 --checkpoint=false --progress off \
        >"$work/study.out" 2>&1 &&
      "$root/report/dtrain-report" "$study" --out "$work/report" >"$work/report.out" 2>&1 &&

@@ -28,12 +28,7 @@ export DTRAIN_CLUSTER=$name
 
 cleanup() { bash "$cluster" down >/dev/null 2>&1; rm -rf "$work"; }
 trap cleanup EXIT
-failures=0
-# Each check's line says how long it took (since the previous check), so a slow CI machine's log shows
-# where the time went.
-lap=$SECONDS
-pass() { echo "PASS ($((SECONDS - lap)) s): $*"; lap=$SECONDS; }
-fail() { echo "FAIL ($((SECONDS - lap)) s): $*"; lap=$SECONDS; failures=$((failures + 1)); }
+. "$root/test/support/checks.sh"
 show() { echo "--- $1"; grep -v '^\S*:\?  ' "$1" | tail -n "${2:-25}"; }
 
 if [ "$(id -u)" -ne 0 ]; then echo "SKIP: the emulated cluster needs root (network namespaces)"; exit 77; fi

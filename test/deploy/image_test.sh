@@ -16,8 +16,7 @@ kind=${1:-cpu}
 case "$kind" in cpu|cuda|cuda-volta) ;; *) echo "image_test: kind must be cpu, cuda or cuda-volta, got '$kind'" >&2; exit 2 ;; esac
 export STORAGE_DRIVER=vfs
 tag=localhost/dtrain:$kind-test
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+. "$root/test/support/checks.sh"
 
 if [ -n "${DTRAIN_TEST_IMAGE:-}" ]; then
   tag=$DTRAIN_TEST_IMAGE  # test an image built before, and keep it
@@ -51,7 +50,7 @@ if [ "$kind" != cpu ]; then
     kernels='GPU kernels sm_75, '  # T4 and newer; CUDA 13 builds nothing older
   fi
   if grep -q 'with CUDA' <<<"$version" && grep -q 'backends: mpi, nccl' <<<"$version" && grep -q "$kernels" <<<"$version"; then
-    echo "PASS: $version"
+    pass "$version"
   else
     fail "the $kind image's dtrain lacks NCCL, CUDA or '$kernels': $version"
   fi
@@ -59,7 +58,7 @@ if [ "$kind" != cpu ]; then
   unresolved=$(run 1000 bash -c 'for f in /usr/local/bin/dtrain /usr/local/bin/dtrain_allreduce_bench /opt/dtrain/lib/*.so*; do
                                    ldd "$f" | sed "s|^|$f: |"; done' 2>&1 | grep 'not found' | grep -v -e libcuda.so -e libnvidia-ml.so)
   if [ -z "$unresolved" ]; then
-    echo "PASS: every library of dtrain and /opt/dtrain/lib resolves in the image (the driver's aside)"
+    pass "every library of dtrain and /opt/dtrain/lib resolves in the image (the driver's aside)"
   else
     fail "unresolved libraries:"; echo "$unresolved"
   fi
@@ -68,20 +67,20 @@ fi
 if out=$(run 1000 dtrain --workload mnist --synthetic --max-steps 3 --eval-samples 1000 --checkpoint=false \
            --log-dir /home/dtrain/logs --progress off 2>&1) &&
    grep -q "{metricName: accuracy" <<<"$out"; then
-  echo "PASS: trains as the image's non-root user"
+  pass "trains as the image's non-root user"
 else
   fail "training as UID 1000:"; echo "$out" | tail -n 20
 fi
 if out=$(run 1000650000:0 bash -c 'whoami && echo "HOME=$HOME" && dtrain --workload mnist --synthetic --max-steps 2 \
            --eval-samples 1000 --checkpoint=false --log-dir "$HOME/logs-uid" --progress off' 2>&1) &&
    grep -q "^dtrain$" <<<"$out" && grep -q "HOME=/home/dtrain" <<<"$out" && grep -q "{metricName: accuracy" <<<"$out"; then
-  echo "PASS: an arbitrary UID in group 0 gets a passwd entry, a writable HOME and trains"
+  pass "an arbitrary UID in group 0 gets a passwd entry, a writable HOME and trains"
 else
   fail "arbitrary UID:"; echo "$out" | tail -n 20
 fi
 if out=$(buildah run --isolation chroot --user 1000 --env DTRAIN_SSHD_CHECK=1 "$container" -- \
            /usr/local/bin/dtrain-entrypoint worker 2>&1); then
-  echo "PASS: the worker's sshd configuration is valid for the non-root user"
+  pass "the worker's sshd configuration is valid for the non-root user"
 else
   fail "sshd configuration:"; echo "$out"
 fi
@@ -102,7 +101,7 @@ if out=$(run 1000 bash -c '
                  exec dtrain --workload mnist --synthetic --max-steps 3 --eval-samples 1000 --checkpoint=false \
                  --log-dir \$HOME/logs-ssh --progress off"' _ "$port" 2>&1) &&
    [ "$(grep -c 'LD_LIBRARY_PATH=/opt/driver-libs' <<<"$out")" = 2 ] && grep -q "{metricName: accuracy" <<<"$out"; then
-  echo "PASS: mpirun starts 2 ranks through the worker's sshd, which passes LD_LIBRARY_PATH on, and they train"
+  pass "mpirun starts 2 ranks through the worker's sshd, which passes LD_LIBRARY_PATH on, and they train"
 else
   fail "mpirun over ssh:"; echo "$out" | tail -n 30
 fi
@@ -128,7 +127,7 @@ if out=$(run 1000 bash -c '
       grep "\"event\":\"stopped\"" $HOME/logs-stop/*/events.jsonl' _ "$port" 2>&1) &&
    grep -q "launcher exit 143" <<<"$out" && grep -q "worker exit 0" <<<"$out" &&
    grep -q '"signal":"SIGTERM".*"saved":true' <<<"$out"; then
-  echo "PASS: SIGTERM to a worker's entrypoint reaches its ranks, which save a checkpoint and stop (143)"
+  pass "SIGTERM to a worker's entrypoint reaches its ranks, which save a checkpoint and stop (143)"
 else
   fail "SIGTERM to a worker pod's entrypoint:"; echo "$out" | tail -n 30
 fi
@@ -136,7 +135,7 @@ if run 1000 bash -c 'printf "nosuchhost-dtrain.invalid slots=1\n" >/tmp/hosts &&
        dtrain-entrypoint launcher true' >/dev/null 2>&1; then
   fail "the launcher started although a worker host never resolved"
 else
-  echo "PASS: the launcher waits for worker hosts and gives up with an error"
+  pass "the launcher waits for worker hosts and gives up with an error"
 fi
 # What the PyTorchJobs run (deploy/k8s/render_pytorchjob.py): torchrun's agent with dtrain workers. The CUDA
 # image has no gloo backend for CPU training, so there it only has to start. torchrun tells the workers to
@@ -149,12 +148,12 @@ if [ "$kind" = cpu ]; then
              --checkpoint-dir $HOME/ck-torchrun --log-dir $HOME/logs-torchrun --progress off' 2>&1) &&
      grep -q "world size 2 .*backend gloo" <<<"$out" && grep -q "{metricName: accuracy" <<<"$out" &&
      grep -qE "^real[[:space:]]" <<<"$out"; then
-    echo "PASS: torchrun in the image starts 2 dtrain workers that train as one world over gloo"
+    pass "torchrun in the image starts 2 dtrain workers that train as one world over gloo"
   else
     fail "torchrun in the image:"; echo "$out" | tail -n 30
   fi
 elif out=$(run 1000 torchrun --help 2>&1) && grep -q -- "--no_python" <<<"$out"; then
-  echo "PASS: the image has torchrun for elastic PyTorchJobs"
+  pass "the image has torchrun for elastic PyTorchJobs"
 else
   fail "no torchrun in the image:"; echo "$out" | tail -n 5
 fi

@@ -77,7 +77,7 @@ submit() {  # submit SCRIPT [sbatch options] -- DTRAIN ARGS: prints the job id
     --output="$work/job-%j.out" "${options[@]}" "$script" \
     "$@" --synthetic --epochs 2 --checkpoint=false --log-dir "$work/logs" --progress off
 }
-failures=0
+. "$root/test/support/checks.sh"
 check_job() {  # check_job ID WHAT METRIC: the job completed with exit 0 and printed what the analysis reads
   local job=$1 what=$2 metric=$3
   for _ in $(seq 300); do
@@ -85,19 +85,19 @@ check_job() {  # check_job ID WHAT METRIC: the job completed with exit 0 and pri
     sleep 1
   done
   local out="$work/job-$job.out"
-  [ -f "$out" ] || { echo "FAIL: $what: no job output"; failures=$((failures + 1)); return; }
+  [ -f "$out" ] || { fail "$what: no job output"; return; }
   echo "--- $what (job $job)"; grep -E "dtrain.sbatch|^epoch|metricName|^real" "$out"
   local state exit_code
   state=$(scontrol show job "$job" 2>/dev/null | grep -o 'JobState=[A-Z]*' | cut -d= -f2)
   exit_code=$(scontrol show job "$job" 2>/dev/null | grep -o ' ExitCode=[0-9:]*' | cut -d= -f2)
-  [ "$state" = COMPLETED ] && [ "$exit_code" = 0:0 ] || { echo "FAIL: $what: job state $state, exit $exit_code"; cat "$out"; failures=$((failures + 1)); }
+  [ "$state" = COMPLETED ] && [ "$exit_code" = 0:0 ] || { fail "$what: job state $state, exit $exit_code"; cat "$out"; }
   [ "$(grep -c "{metricName: $metric, metricValue: [0-9.]*};" "$out")" -eq 2 ] ||
-    { echo "FAIL: $what: expected 2 per-epoch metric lines"; failures=$((failures + 1)); }
-  grep -q "world size 2" "$out" || { echo "FAIL: $what: the ranks did not form one world of size 2"; failures=$((failures + 1)); }
-  grep -qE "^real[[:space:]]" "$out" || { echo "FAIL: $what: no 'real' line from time"; failures=$((failures + 1)); }
+    fail "$what: expected 2 per-epoch metric lines"
+  grep -q "world size 2" "$out" || fail "$what: the ranks did not form one world of size 2"
+  grep -qE "^real[[:space:]]" "$out" || fail "$what: no 'real' line from time"
   # The end of a job that is not requeued removes the node's checkpoint copies in memory that are not needed.
   grep -qE "^dtrain: removed [0-9]+ checkpoint copies in memory" "$out" ||
-    { echo "FAIL: $what: the job's end did not run dtrain --remove-memory-copies"; cat "$out"; failures=$((failures + 1)); }
+    { fail "$what: the job's end did not run dtrain --remove-memory-copies"; cat "$out"; }
 }
 cd "$root"  # as users submit: from the project root (satori.sbatch finds dtrain.sbatch there)
 job=$(submit deploy/slurm/dtrain.sbatch -- --workload mnist --max-steps 3 --eval-samples 1000) || die "sbatch failed"
@@ -113,12 +113,12 @@ elastic=$(DTRAIN_TORCHRUN=/usr/bin/torchrun DTRAIN_NPROC_PER_NODE=2 DTRAIN_TORCH
 check_job "$job" "dtrain.sbatch" accuracy
 check_job "$satori" "satori.sbatch" d_accuracy
 grep -q "threads per rank 1 (OMP_NUM_THREADS=1)" "$work/job-$satori.out" ||
-  { echo "FAIL: satori.sbatch: the ranks' threads do not follow --cpus-per-task=1"; failures=$((failures + 1)); }
+  fail "satori.sbatch: the ranks' threads do not follow --cpus-per-task=1"
 check_job "$elastic" "torchrun.sbatch" accuracy
 grep -q '"bootstrap":"env","launcher":"torchrun' "$work"/logs/*/events.jsonl ||
-  { echo "FAIL: torchrun.sbatch: no run log of a torchrun-bootstrapped run"; failures=$((failures + 1)); }
+  fail "torchrun.sbatch: no run log of a torchrun-bootstrapped run"
 grids=$(find "$work/logs" -path "*biggan*/samples/epoch-00000[12].png" | wc -l)
-[ "$grids" -eq 2 ] || { echo "FAIL: satori.sbatch: expected the sample grids of epochs 1 and 2, found $grids"; failures=$((failures + 1)); }
+[ "$grids" -eq 2 ] || fail "satori.sbatch: expected the sample grids of epochs 1 and 2, found $grids"
 # Signals as Slurm sends them (docs/failures.md, "Signals"). scancel: every task gets SIGTERM, the ranks
 # save a checkpoint and stop (exit 143). SIGUSR1 (what --signal=USR1@N sends before the time limit) with
 # --checkpoint-on-usr1: the ranks save and stop (exit 138), dtrain.sbatch requeues the job, and the
@@ -139,10 +139,9 @@ wait_training "$work/logs-term" && scancel "$cancelled"
 wait_gone "$cancelled"
 stopped=$(cat "$work"/logs-term/*/events.jsonl 2>/dev/null | grep '"event":"stopped"')
 if echo "$stopped" | grep -q '"signal":"SIGTERM".*"saved":true' && ! find "$work/logs-term" -name '*.tmp' | grep -q .; then
-  echo "PASS: scancel: the ranks stopped with a checkpoint ($(echo "$stopped" | grep -o '"step":[0-9]*'))"
+  pass "scancel: the ranks stopped with a checkpoint ($(echo "$stopped" | grep -o '"step":[0-9]*'))"
 else
-  echo "FAIL: scancel: no stop record with a saved checkpoint: '$stopped'"; cat "$work/job-$cancelled.out"
-  failures=$((failures + 1))
+  fail "scancel: no stop record with a saved checkpoint: '$stopped'"; cat "$work/job-$cancelled.out"
 fi
 requeued=$(DTRAIN="$dtrain" sbatch --parsable --requeue --nodes=1 --ntasks-per-node=2 --gres=none --time=10 \
   --open-mode=append --output="$work/job-%j.out" deploy/slurm/dtrain.sbatch "${signal_run[@]}" --checkpoint-on-usr1 \
@@ -166,10 +165,9 @@ restarts=$(scontrol show job "$requeued" 2>/dev/null | grep -o 'Restarts=[0-9]*'
 kinds=$(cat "$work"/logs-usr1/*/events.jsonl 2>/dev/null | grep -oE '"event":"(stopped|resume|run_end)"' | cut -d'"' -f4 | tr '\n' ' ')
 if [ "$state" = COMPLETED ] && [ "$restarts" = 1 ] && [ "$kinds" = "stopped resume run_end " ] &&
    grep -q '"event":"stopped".*"signal":"SIGUSR1"' "$work"/logs-usr1/*/events.jsonl; then
-  echo "PASS: SIGUSR1: stopped with a checkpoint, requeued, resumed and finished (state $state, restarts $restarts)"
+  pass "SIGUSR1: stopped with a checkpoint, requeued, resumed and finished (state $state, restarts $restarts)"
 else
-  echo "FAIL: SIGUSR1 and requeue: state $state, restarts $restarts, records '$kinds'"; cat "$work/job-$requeued.out"
-  failures=$((failures + 1))
+  fail "SIGUSR1 and requeue: state $state, restarts $restarts, records '$kinds'"; cat "$work/job-$requeued.out"
 fi
 
 # A study: two chained jobs into the study layout, then its report.
@@ -179,21 +177,21 @@ if DTRAIN="$dtrain" bash deploy/slurm/run_study.sh --sizes 1 --reps 2 --out "$st
      --eval-samples 500 --progress off >"$work/study.txt" 2>&1; then
   for rep in 1 2; do
     run=$study/n01-r$rep
-    grep -q '^exit_code: 0$' "$run/result.yaml" 2>/dev/null || { echo "FAIL: study run $rep: result.yaml"; cat "$run/result.yaml" "$run/launcher.log"; failures=$((failures + 1)); }
-    grep -qE "^real[[:space:]]" "$run/launcher.log" || { echo "FAIL: study run $rep: no real line"; failures=$((failures + 1)); }
-    ls "$run"/logs/*/events.jsonl >/dev/null 2>&1 || { echo "FAIL: study run $rep: no run log"; failures=$((failures + 1)); }
+    grep -q '^exit_code: 0$' "$run/result.yaml" 2>/dev/null || { fail "study run $rep: result.yaml"; cat "$run/result.yaml" "$run/launcher.log"; }
+    grep -qE "^real[[:space:]]" "$run/launcher.log" || fail "study run $rep: no real line"
+    ls "$run"/logs/*/events.jsonl >/dev/null 2>&1 || fail "study run $rep: no run log"
   done
   if "$root/report/dtrain-report" "$study" --out "$work/report" >"$work/report.txt" 2>&1; then
     rows=$(/usr/bin/python3 -c 'import csv, sys
 for r in csv.DictReader(open(sys.argv[1])):
     print(r["platform"], r["nodes"], r["ranks"], r["world_size"], r["repetition"], r["result"], r["epochs"], float(r["wall_s"]) > 0)' "$work/report/runs.csv")
     [ "$rows" = "$(printf 'testslurm 1 2 2 1 succeeded 2 True\ntestslurm 1 2 2 2 succeeded 2 True')" ] ||
-      { echo "FAIL: the Slurm study's runs.csv:"; echo "$rows"; failures=$((failures + 1)); }
+      { fail "the Slurm study's runs.csv:"; echo "$rows"; }
   else
-    echo "FAIL: dtrain-report on the Slurm study"; cat "$work/report.txt"; failures=$((failures + 1))
+    fail "dtrain-report on the Slurm study"; cat "$work/report.txt"
   fi
 else
-  echo "FAIL: deploy/slurm/run_study.sh"; cat "$work/study.txt"; failures=$((failures + 1))
+  fail "deploy/slurm/run_study.sh"; cat "$work/study.txt"
 fi
 echo "slurm_test: $failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -25,9 +25,7 @@ cleanup() {
 trap cleanup EXIT
 cd "$work"
 . "$here/../../scripts/mpi_env.sh"
-failures=0
-pass() { echo "PASS: $1"; }
-fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
+. "$here/../support/checks.sh"
 cpu=(--device cpu --backend mpi)
 run_np() { local np=$1; shift; timeout 300 "$mpiexec" -np "$np" $mpi_flags "$dtrain" "${cpu[@]}" "$@"; }
 # Fast settings: a few steps per epoch, progress lines every 2 steps, a tenth of the test set.

@@ -9,6 +9,7 @@
 # Skips (exit 77, CTest's skip, saying so) where this dtrain sees no GPU.
 # Usage: gpu_test.sh DTRAIN [PYTHON]   (PYTHON: an interpreter with torch, for torchrun; default python3)
 set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
 dtrain=$(realpath "$1")
 python=${2:-python3}
 if ! "$dtrain" --version 2>/dev/null | grep -q 'devices: cpu, cuda'; then
@@ -18,9 +19,7 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
-failures=0
-pass() { echo "PASS: $1"; }
-fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
+. "$here/../support/checks.sh"
 gpu=(--device cuda --backend nccl --progress off --checkpoint=false)
 
 # --- telemetry, MFU and the profiler on real hardware --------------------------------------------------

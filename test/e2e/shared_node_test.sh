@@ -19,6 +19,7 @@
 # Needs root (to act as two users, and to mount the full disk's tmpfs): exits 77 (skipped) without it.
 # Usage: shared_node_test.sh DTRAIN
 set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
 if [ "$(id -u)" -ne 0 ] || ! command -v setpriv >/dev/null; then
   echo "SKIP: acting as two users needs root and setpriv (util-linux)"
   exit 77
@@ -44,9 +45,7 @@ other_home=$work/other
 mkdir -m 755 "$home" "$other_home"
 chown "$victim:$victim" "$home"
 chown "$other:$other" "$other_home"
-failures=0
-pass() { echo "PASS: $1"; }
-fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
+. "$here/../support/checks.sh"
 as_victim() { (cd "$home" && HOME=$home setpriv --reuid="$victim" --regid="$victim" --clear-groups "$@"); }
 as_other() { (cd "$other_home" && HOME=$other_home setpriv --reuid="$other" --regid="$other" --clear-groups "$@"); }
 fast=(--workload mnist --synthetic --epochs 1 --max-steps 10 --eval-samples 100 --progress off --device cpu --backend mpi

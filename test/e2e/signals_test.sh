@@ -35,9 +35,7 @@ cd "$work"
 cp "$1" "$work/dtrain"
 dtrain=$work/dtrain
 . "$root/scripts/mpi_env.sh"
-failures=0
-pass() { echo "PASS: $1"; }
-fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
+. "$root/test/support/checks.sh"
 cpu=(--device cpu --backend mpi)
 # Two epochs of 60 steps (about 6 s each here): long enough to be signalled in the middle of one.
 train=(--workload mnist --synthetic --epochs 2 --max-steps 60 --log-interval 10 --eval-samples 200 --progress off)

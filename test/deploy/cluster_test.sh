@@ -139,7 +139,7 @@ faults() {
   # torchrun 1.13 does not end it (docs/failures.md); the test stops it once the survivors are done.
   up 3 --cpu 0.5
   timeout 300 bash "$cluster" torchrun --nnodes 2:3 --max_restarts 3 --monitor_interval 1 \
-    --rdzv_conf last_call_timeout=3 -- "$dtrain" "${fast[@]}" --max-steps 120 --comm-timeout-s "$timeout_s" \
+    --rdzv_conf last_call_timeout=3 -- "$dtrain" "${fast[@]}" --max-steps 60 --comm-timeout-s "$timeout_s" \
     --log-dir "$work/el" --checkpoint-dir "$work/el-ck" --checkpoint-every-steps 10 >"$work/el.out" 2>&1 &
   local launch=$!
   # The cut comes once a checkpoint is on disk (a fixed delay raced the start-up on a loaded machine).

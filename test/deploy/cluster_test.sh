@@ -28,6 +28,7 @@ export DTRAIN_CLUSTER=$name
 
 cleanup() { bash "$cluster" down >/dev/null 2>&1; rm -rf "$work"; }
 trap cleanup EXIT
+# shellcheck source=../support/checks.sh
 . "$root/test/support/checks.sh"
 show() { echo "--- $1"; grep -v '^\S*:\?  ' "$1" | tail -n "${2:-25}"; }
 

@@ -16,6 +16,7 @@ kind=${1:-cpu}
 case "$kind" in cpu|cuda|cuda-volta) ;; *) echo "image_test: kind must be cpu, cuda or cuda-volta, got '$kind'" >&2; exit 2 ;; esac
 export STORAGE_DRIVER=vfs
 tag=localhost/dtrain:$kind-test
+# shellcheck source=../support/checks.sh
 . "$root/test/support/checks.sh"
 
 if [ -n "${DTRAIN_TEST_IMAGE:-}" ]; then

@@ -77,6 +77,7 @@ submit() {  # submit SCRIPT [sbatch options] -- DTRAIN ARGS: prints the job id
     --output="$work/job-%j.out" "${options[@]}" "$script" \
     "$@" --synthetic --epochs 2 --checkpoint=false --log-dir "$work/logs" --progress off
 }
+# shellcheck source=../support/checks.sh
 . "$root/test/support/checks.sh"
 check_job() {  # check_job ID WHAT METRIC: the job completed with exit 0 and printed what the analysis reads
   local job=$1 what=$2 metric=$3

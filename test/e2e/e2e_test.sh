@@ -25,6 +25,7 @@ cleanup() {
 trap cleanup EXIT
 cd "$work"
 . "$here/../../scripts/mpi_env.sh"
+# shellcheck source=../support/checks.sh
 . "$here/../support/checks.sh"
 cpu=(--device cpu --backend mpi)
 run_np() { local np=$1; shift; timeout 300 "$mpiexec" -np "$np" $mpi_flags "$dtrain" "${cpu[@]}" "$@"; }

@@ -19,6 +19,7 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
+# shellcheck source=../support/checks.sh
 . "$here/../support/checks.sh"
 gpu=(--device cuda --backend nccl --progress off --checkpoint=false)
 

@@ -45,6 +45,7 @@ other_home=$work/other
 mkdir -m 755 "$home" "$other_home"
 chown "$victim:$victim" "$home"
 chown "$other:$other" "$other_home"
+# shellcheck source=../support/checks.sh
 . "$here/../support/checks.sh"
 as_victim() { (cd "$home" && HOME=$home setpriv --reuid="$victim" --regid="$victim" --clear-groups "$@"); }
 as_other() { (cd "$other_home" && HOME=$other_home setpriv --reuid="$other" --regid="$other" --clear-groups "$@"); }

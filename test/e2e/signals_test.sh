@@ -35,6 +35,7 @@ cd "$work"
 cp "$1" "$work/dtrain"
 dtrain=$work/dtrain
 . "$root/scripts/mpi_env.sh"
+# shellcheck source=../support/checks.sh
 . "$root/test/support/checks.sh"
 cpu=(--device cpu --backend mpi)
 # Two epochs of 60 steps (about 6 s each here): long enough to be signalled in the middle of one.

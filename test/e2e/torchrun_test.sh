@@ -24,6 +24,7 @@ cleanup() {
 }
 trap cleanup EXIT
 cd "$work"
+# shellcheck source=../support/checks.sh
 . "$here/../support/checks.sh"
 if [ ! -x "$torchrun" ]; then
   echo "SKIP: no torchrun at $torchrun (Debian: python3-torch)"

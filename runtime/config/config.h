@@ -155,31 +155,35 @@ struct CheckpointOptions {
   double stop_timeout_s = 25.0;
 };
 
-// The options a workload declares itself (biggan.d_steps): one struct of the workload's own per section
-// ("biggan"), set through the fields it contributes to the ConfigSchema. A section never set reads as its
-// struct's defaults, so the generic configuration needs to know no workload.
+// The options a workload declares itself (biggan.d_steps): one struct of the workload's own per section,
+// set through the fields it contributes to the ConfigSchema. The struct names its section, and nothing
+// else spells it: `static constexpr const char* kSection = "biggan";`, so get<BigGanTrainOptions>()
+// cannot ask for a misspelt section and read its defaults. A section never set reads as its struct's
+// defaults, so the generic configuration needs to know no workload.
 class WorkloadOptions {
  public:
   template <class Section>
-  const Section& get(const std::string& section) const {
-    const auto it = sections_.find(section);
+  const Section& get() const {
+    const auto it = sections_.find(Section::kSection);
     if (it == sections_.end()) {
       static const Section defaults{};
       return defaults;
     }
-    return checked<Section>(it->second, section);
+    return checked<Section>(it->second);
   }
 
   template <class Section>
-  Section& edit(const std::string& section) {
-    return const_cast<Section&>(checked<Section>(sections_.try_emplace(section, Section{}).first->second, section));
+  Section& edit() {
+    return const_cast<Section&>(checked<Section>(sections_.try_emplace(Section::kSection, Section{}).first->second));
   }
 
  private:
   template <class Section>
-  static const Section& checked(const std::any& value, const std::string& section) {
+  static const Section& checked(const std::any& value) {
     const Section* typed = std::any_cast<Section>(&value);
-    if (typed == nullptr) throw Error("the options of section '" + section + "' are read as another type than they were set as");
+    if (typed == nullptr) {
+      throw Error(std::string("two options structs name the section '") + Section::kSection + "' (kSection)");
+    }
     return *typed;
   }
 

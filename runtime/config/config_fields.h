@@ -46,13 +46,12 @@ struct FieldRef {
   std::function<const T&(const TrainConfig&)> read;
 };
 
-// A member of a workload's options struct, kept in `section` of TrainConfig::workload_options:
-// option_ref("biggan", &BigGanTrainOptions::d_steps).
+// A member of a workload's options struct, kept in its section of TrainConfig::workload_options:
+// option_ref(&BigGanTrainOptions::d_steps).
 template <class Section, class T>
-FieldRef<T> option_ref(const std::string& section, T Section::*member) {
-  return FieldRef<T>(
-      [section, member](TrainConfig& c) -> T& { return c.workload_options.edit<Section>(section).*member; },
-      [section, member](const TrainConfig& c) -> const T& { return c.workload_options.get<Section>(section).*member; });
+FieldRef<T> option_ref(T Section::*member) {
+  return FieldRef<T>([member](TrainConfig& c) -> T& { return c.workload_options.edit<Section>().*member; },
+                     [member](const TrainConfig& c) -> const T& { return c.workload_options.get<Section>().*member; });
 }
 
 // Upper bound of counts (epochs, batch sizes, steps): 2^30 is far beyond any real run, and a product of

@@ -361,7 +361,7 @@ TEST_CASE("equivalence, gcn: W ranks' shards of the labelled nodes train the mod
   const Float64Modules workload(make_gcn_workload(options));
   const Equivalence equivalence(workload, *comm, labelled / comm->world_size(), 5, [](TrainConfig& c) {
     c.data.synthetic = true;
-    auto& split = c.workload_options.edit<GcnSplitOptions>(kGcnSection);
+    auto& split = c.workload_options.edit<GcnSplitOptions>();
     split.val_nodes = 100;
     split.test_nodes = 200;
   });
@@ -389,7 +389,7 @@ TEST_CASE("equivalence, biggan: W ranks x b update D, G and G's average as one r
   REQUIRE(small.synthetic_train % (comm->world_size() * b) == 0);
   const Equivalence equivalence(workload, *comm, b, 2, [](TrainConfig& c) {
     c.data.synthetic = true;
-    auto& gan = c.workload_options.edit<BigGanTrainOptions>(kBigGanSection);
+    auto& gan = c.workload_options.edit<BigGanTrainOptions>();
     gan.d_steps = 2;
     gan.ema_decay = 0.9;
     gan.ema_start = 0;

@@ -177,7 +177,7 @@ TEST_CASE("biggan trains, checkpoints both networks, both optimizers and the ave
     config.train.batch_size = 8;
     config.train.eval_batch_size = 16;
     config.train.epochs = 3;
-    auto& gan = config.workload_options.edit<BigGanTrainOptions>(kBigGanSection);
+    auto& gan = config.workload_options.edit<BigGanTrainOptions>();
     gan.d_steps = 2;
     gan.ema_start = 4;  // the average copies for four generator steps, then decays
     gan.ema_decay = 0.9;

@@ -46,7 +46,33 @@ std::string error_of(const std::function<void()>& body) {
   return "no error";
 }
 
+// Two workloads' options structs; the third names the first one's section.
+struct WarmupOptions {
+  static constexpr const char* kSection = "warmup";
+  int64_t images = 8;
+};
+struct CooldownOptions {
+  static constexpr const char* kSection = "cooldown";
+  int64_t images = 4;
+};
+struct ClashingOptions {
+  static constexpr const char* kSection = "warmup";
+  int64_t images = 2;
+};
+
 }  // namespace
+
+TEST_CASE("a workload's options section is named by its struct alone, and two structs cannot share one",
+          "[config]") {
+  WorkloadOptions options;
+  CHECK(options.get<WarmupOptions>().images == 8);  // never set: the struct's defaults
+  options.edit<WarmupOptions>().images = 16;
+  options.edit<CooldownOptions>().images = 1;
+  CHECK(options.get<WarmupOptions>().images == 16);
+  CHECK(options.get<CooldownOptions>().images == 1);
+  CHECK_THROWS_WITH(options.get<ClashingOptions>(), Contains("two options structs name the section 'warmup'"));
+  CHECK_THROWS_WITH(options.edit<ClashingOptions>(), Contains("two options structs name the section 'warmup'"));
+}
 
 TEST_CASE("the generic defaults train the schema's default workload with Katib lines, and nothing is set by the user",
           "[config]") {

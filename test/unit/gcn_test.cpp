@@ -202,7 +202,7 @@ TEST_CASE("the gcn workload's data: node batches, the graph the model holds, the
   TrainConfig config;
   config.workload = "gcn";
   config.data.synthetic = true;
-  auto& split = config.workload_options.edit<GcnSplitOptions>(kGcnSection);
+  auto& split = config.workload_options.edit<GcnSplitOptions>();
   split.val_nodes = 50;
   split.test_nodes = 100;
   const WorkloadData data = workload->load_data(config);

@@ -128,7 +128,7 @@ TEST_CASE("a workload's own options: flags, YAML, recipe, help and print-config 
 
   // The recipe's values, then the flag's.
   Parsed gan = configure(registry, schema, {"--workload", "biggan", "--ema-start", "7"});
-  const auto& options = gan.config.workload_options.get<BigGanTrainOptions>(kBigGanSection);
+  const auto& options = gan.config.workload_options.get<BigGanTrainOptions>();
   CHECK(options.d_steps == 4);
   CHECK(options.ema_decay == 0.9999);
   CHECK(options.ema_start == 7);
@@ -142,8 +142,8 @@ TEST_CASE("a workload's own options: flags, YAML, recipe, help and print-config 
   TrainConfig back;
   ConfigSources sources;
   apply_yaml_text("workload: biggan\nbiggan: {d_steps: 2, sample_every: 5}", "run.yaml", schema, back, sources);
-  CHECK(back.workload_options.get<BigGanTrainOptions>(kBigGanSection).d_steps == 2);
-  CHECK(back.workload_options.get<BigGanTrainOptions>(kBigGanSection).sample_every == 5);
+  CHECK(back.workload_options.get<BigGanTrainOptions>().d_steps == 2);
+  CHECK(back.workload_options.get<BigGanTrainOptions>().sample_every == 5);
   CHECK(sources.at("biggan.sample_every") == "run.yaml");
   CHECK_THROWS_WITH(apply_yaml_text("biggan: {d_steps: 0}", "run.yaml", schema, back, sources),
                     "run.yaml: biggan.d_steps must be an integer in [1, 1024], got '0'");

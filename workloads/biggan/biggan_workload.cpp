@@ -269,7 +269,7 @@ class BigGanWorkload final : public Workload {
     t.adam_beta1 = 0.0;
     t.adam_beta2 = 0.999;
     t.adam_eps = 1e-8;
-    BigGanTrainOptions& gan = config.workload_options.edit<BigGanTrainOptions>(kBigGanSection);
+    BigGanTrainOptions& gan = config.workload_options.edit<BigGanTrainOptions>();
     gan.d_steps = 4;
     gan.ema_decay = 0.9999;
     gan.ema_start = 1000;
@@ -327,7 +327,7 @@ class BigGanWorkload final : public Workload {
   }
 
   std::vector<NamedModule> make_modules(const WorkloadData& data, const TrainConfig& config) const override {
-    const BigGanTrainOptions& options = config.workload_options.get<BigGanTrainOptions>(kBigGanSection);
+    const BigGanTrainOptions& options = config.workload_options.get<BigGanTrainOptions>();
     const BigGanOptions net = network(data);
     auto generator = BigGanGenerator(net);
     std::vector<NamedModule> modules{{kGenerator, generator.ptr()}, {kDiscriminator, BigGanDiscriminator(net).ptr()}};
@@ -342,11 +342,11 @@ class BigGanWorkload final : public Workload {
   }
 
   std::unique_ptr<TrainStep> make_step(const TrainConfig& config) const override {
-    return std::make_unique<GanStep>(config.workload_options.get<BigGanTrainOptions>(kBigGanSection));
+    return std::make_unique<GanStep>(config.workload_options.get<BigGanTrainOptions>());
   }
 
   std::unique_ptr<SampleGridWriter> make_sample_writer(const TrainConfig& config) const override {
-    return std::make_unique<SampleGrid>(config.workload_options.get<BigGanTrainOptions>(kBigGanSection),
+    return std::make_unique<SampleGrid>(config.workload_options.get<BigGanTrainOptions>(),
                                         static_cast<uint64_t>(config.train.seed));
   }
 
@@ -392,20 +392,19 @@ std::unique_ptr<Workload> make_biggan_workload(BigGanWorkloadOptions options) {
 }
 
 std::vector<ConfigField> biggan_config_fields() {
-  const std::string section = kBigGanSection;
   std::vector<ConfigField> fields{
       int_field("biggan.d_steps", "d-steps", "discriminator steps per generator step",
-                option_ref(section, &BigGanTrainOptions::d_steps), 1, 1024),
+                option_ref(&BigGanTrainOptions::d_steps), 1, 1024),
       float_field("biggan.ema_decay", "ema-decay",
                   "decay of the moving average of the generator's weights, which evaluation and samples use (0 = "
                   "no average)",
-                  option_ref(section, &BigGanTrainOptions::ema_decay), 0.0, true, 0.999999),
+                  option_ref(&BigGanTrainOptions::ema_decay), 0.0, true, 0.999999),
       int_field("biggan.ema_start", "ema-start",
                 "generator steps during which the average copies the generator before it decays",
-                option_ref(section, &BigGanTrainOptions::ema_start), 0, kMaxConfigCount),
+                option_ref(&BigGanTrainOptions::ema_start), 0, kMaxConfigCount),
       int_field("biggan.sample_every", "sample-every",
                 "write a PNG grid of samples to the run directory every N epochs and after the last (0 = none)",
-                option_ref(section, &BigGanTrainOptions::sample_every), 0, kMaxConfigCount),
+                option_ref(&BigGanTrainOptions::sample_every), 0, kMaxConfigCount),
   };
   return fields;
 }

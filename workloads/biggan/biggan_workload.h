@@ -35,6 +35,7 @@ struct BigGanWorkloadOptions {
 
 // The GAN's own options, the "biggan" section of the configuration.
 struct BigGanTrainOptions {
+  static constexpr const char* kSection = "biggan";
   int64_t d_steps = 1;  // discriminator steps per generator step
   // The moving average of the generator's weights: ema = decay x ema + (1 - decay) x generator after each
   // generator step, a plain copy for the first ema_start of them; decay 0 keeps no average.
@@ -42,7 +43,6 @@ struct BigGanTrainOptions {
   int64_t ema_start = 0;
   int64_t sample_every = 0;  // epochs between grids of sample images in the run directory; 0 = none
 };
-constexpr const char* kBigGanSection = "biggan";
 
 // The configuration fields of BigGanTrainOptions (biggan.d_steps, ...).
 std::vector<ConfigField> biggan_config_fields();

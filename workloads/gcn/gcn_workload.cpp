@@ -123,7 +123,7 @@ class GcnWorkload final : public ClassifierWorkload {
         description += " (" + std::to_string(graph.dropped_edges) + " citations of absent papers left out)";
       }
     }
-    const auto& sizes = config.workload_options.get<GcnSplitOptions>(kGcnSection);
+    const auto& sizes = config.workload_options.get<GcnSplitOptions>();
     const NodeSplit split = planetoid_split(graph.labels, graph.num_classes(), sizes.train_per_class,
                                             sizes.val_nodes, sizes.test_nodes, seed);
     WorkloadData data;
@@ -149,14 +149,13 @@ class GcnWorkload final : public ClassifierWorkload {
 std::unique_ptr<Workload> make_gcn_workload(GcnOptions options) { return std::make_unique<GcnWorkload>(std::move(options)); }
 
 std::vector<ConfigField> gcn_config_fields() {
-  const std::string section = kGcnSection;
   return {
       int_field("gcn.train_per_class", "train-per-class", "the Planetoid split: labelled training nodes of each class",
-                option_ref(section, &GcnSplitOptions::train_per_class), 1, kMaxConfigCount),
+                option_ref(&GcnSplitOptions::train_per_class), 1, kMaxConfigCount),
       int_field("gcn.val_nodes", "val-nodes", "the Planetoid split: validation nodes, held out from training",
-                option_ref(section, &GcnSplitOptions::val_nodes), 0, kMaxConfigCount),
+                option_ref(&GcnSplitOptions::val_nodes), 0, kMaxConfigCount),
       int_field("gcn.test_nodes", "test-nodes", "the Planetoid split: test nodes, which evaluation scores",
-                option_ref(section, &GcnSplitOptions::test_nodes), 1, kMaxConfigCount),
+                option_ref(&GcnSplitOptions::test_nodes), 1, kMaxConfigCount),
   };
 }
 

@@ -22,11 +22,11 @@ struct GcnOptions {
 
 // The Planetoid split, the "gcn" section of the configuration (gcn.train_per_class, ...).
 struct GcnSplitOptions {
+  static constexpr const char* kSection = "gcn";
   int64_t train_per_class = 20;  // labelled training nodes of each class
   int64_t val_nodes = 500;       // held out (not trained on, not evaluated)
   int64_t test_nodes = 1000;
 };
-constexpr const char* kGcnSection = "gcn";
 
 // The configuration fields of GcnSplitOptions.
 std::vector<ConfigField> gcn_config_fields();

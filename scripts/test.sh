@@ -72,14 +72,15 @@ BUILD_DIR=$cuda_build bash scripts/build_cuda.sh current "${cuda_flags[@]}"
 # binaries beyond what the CPU build's run already covered. The long end-to-end suites (the main
 # end-to-end suite, every bad input, every vision workload, signals) run the same code as the CPU
 # build's run did; here, on a machine without a GPU, this build's unit, multi-rank, torchrun bootstrap,
-# report and fuzz-replay tests check its linking and LibTorch version, and GPU hosts (scripts/gpu_host.sh) run
-# the long suites too (e2e_dtrain here cost 225 s of CI's 40 minutes and repeated the CPU run's cases).
+# report and fuzz-replay tests check its linking and LibTorch version, and GPU hosts (scripts/gpu_host.sh)
+# run the long suites too (e2e_dtrain here cost 225 s of CI's 40 minutes and repeated the CPU run's cases).
 # README's commands (docs) are those of the Debian build, which the CPU run checked.
 cuda_ran=1
 ctest --test-dir "$cuda_build" "${ctest_args[@]}" -LE 'deploy|peer|long|docs' "$@"
 # The Volta/Pascal configuration differs only in its LibTorch (and CUDA 12): the executables the
 # `config` tests run, and those tests: the unit tests (its kernel inventory against the real
 # libtorch_cuda.so among them), 2-rank MPI training, the link order and the run log's schema.
-BUILD_DIR=$volta_build BUILD_TARGETS="dtrain dtrain_unit_tests dtrain_mpi_tests" bash scripts/build_cuda.sh volta "${cuda_flags[@]}"
+BUILD_DIR=$volta_build BUILD_TARGETS="dtrain dtrain_unit_tests dtrain_mpi_tests" \
+  bash scripts/build_cuda.sh volta "${cuda_flags[@]}"
 volta_ran=1
 ctest --test-dir "$volta_build" "${ctest_args[@]}" -L config "$@"

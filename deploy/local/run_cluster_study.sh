@@ -128,8 +128,8 @@ if [ "$calibrate" -eq 1 ]; then
   # quota of a quarter core throttles a 256 KiB allreduce from 3.6 ms to 150 ms. What the share costs
   # training is then the model's error, not part of its network (docs/benchmarks.md).
   bash "$cluster" up "$n" --rate "$rate" --mtu "$mtu" --overlay "$overlay"
-  timeout "$timeout_s" bash "$cluster" mpirun -- "$bench" --backend mpi --min-bytes 64K --max-bytes 32M --factor 4 --warmup 2 --iters 8 \
-    --json "$json" >"$out/calibration/allreduce-n$(printf %02d "$n").log" 2>&1 </dev/null ||
+  timeout "$timeout_s" bash "$cluster" mpirun -- "$bench" --backend mpi --min-bytes 64K --max-bytes 32M --factor 4 \
+    --warmup 2 --iters 8 --json "$json" >"$out/calibration/allreduce-n$(printf %02d "$n").log" 2>&1 </dev/null ||
     { cat "$out/calibration/"*.log >&2; echo "$STUDY_RUNNER: the calibration sweep failed" >&2; exit 1; }
   # The sweep names its platform, so one report of several studies calibrates each with its own network.
   /usr/bin/python3 -c 'import json, sys
@@ -143,7 +143,8 @@ if [ "$floor" -eq 1 ]; then
   # same stream inside one node (the kernel's TCP alone, as on a host with a real NIC).
   bash "$cluster" up 2 "${up_options[@]}"
   timeout "$timeout_s" /usr/bin/python3 "$here/emulator_floor.py" --cluster-script "$cluster" \
-    --json "$out/calibration/floor.json" --platform "$platform" </dev/null || { echo "$STUDY_RUNNER: the emulator floor measurement failed" >&2; exit 1; }
+    --json "$out/calibration/floor.json" --platform "$platform" </dev/null ||
+    { echo "$STUDY_RUNNER: the emulator floor measurement failed" >&2; exit 1; }
 fi
 
 # solo_runs SIZE RUNTIME COMMAND...: COMMAND (a one-rank run, given --log-dir DIR after it) on every node

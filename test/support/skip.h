@@ -15,11 +15,11 @@ namespace dtrain::test {
 void note_skip(const std::string& reason);
 }  // namespace dtrain::test
 
-#define DTRAIN_SKIP(reason)                      \
-  do {                                           \
-    std::ostringstream dtrain_skip_reason;       \
-    dtrain_skip_reason << reason;                \
+#define DTRAIN_SKIP(reason)                              \
+  do {                                                   \
+    std::ostringstream dtrain_skip_reason;               \
+    dtrain_skip_reason << reason;                        \
     ::dtrain::test::note_skip(dtrain_skip_reason.str()); \
-    WARN("SKIP: " << dtrain_skip_reason.str());  \
-    return;                                      \
+    WARN("SKIP: " << dtrain_skip_reason.str());          \
+    return;                                              \
   } while (false)

@@ -20,6 +20,7 @@ import json
 import os
 import resource
 import socket
+import sys
 import time
 
 import torch
@@ -274,7 +275,21 @@ def main():
     if rank == 0:
         print(json.dumps({"impl": "pytorch-ddp", "torch_version": torch.__version__, "world_size": world_size,
                           "threads_per_rank": args.threads, "device": str(device), "epochs": epochs, "peak_rss_bytes": peak.tolist()}))
+    finish()
+
+
+def finish():
+    """Ends a rank once its results are printed and written.
+
+    PyTorch 1.13's Gloo process group can deadlock at interpreter exit: its destructor, run from the
+    DDP Reducer's when the model is freed, joins a worker thread that waits for the GIL to free a
+    tensor (pytorch/pytorch#56297). One rank then never exits and mpirun waits for it for ever, so the
+    process ends here, after the process group is torn down and the output flushed.
+    """
     dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -69,7 +69,7 @@ def main():
         total = v["forward"] + v["backward"] + v["step"]
         print(f"{v['name']}: forward {1000 * v['forward'] / n:.1f} ms, backward {1000 * v['backward'] / n:.1f} ms, "
               f"Adadelta {1000 * v['step'] / n:.1f} ms, total {1000 * total / n:.1f} ms per step")
-    dist.destroy_process_group()
+    peer.finish()
 
 
 main()

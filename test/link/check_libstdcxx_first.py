@@ -17,6 +17,7 @@ test says so when it is not.
 
 Usage: check_libstdcxx_first.py BUILD_DIR [--self-test]
 """
+import concurrent.futures
 import os
 import re
 import subprocess
@@ -157,8 +158,11 @@ def main():
     if "--self-test" in sys.argv[2:]:
         ok = self_test(build_dir, executables, stdcxx_cache)
     checked = 0
-    for exe in executables:
-        problems = problems_of(exe, stdcxx_cache)
+    # Each check is mostly the dynamic linker resolving LibTorch (one core for about a second): one
+    # executable per core at a time. Results are printed in path order.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        results = list(pool.map(lambda exe: problems_of(exe, stdcxx_cache), executables))
+    for exe, problems in zip(executables, results):
         if problems is None:
             continue
         checked += 1

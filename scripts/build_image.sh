@@ -3,8 +3,9 @@
 # base image is made with debootstrap from the machine's own apt mirror, then deploy/docker/Dockerfile.<kind>
 # is built on it (chroot isolation, vfs storage: works unprivileged-container-in-VM as on CI machines).
 #
-#   bash scripts/build_image.sh cpu|cuda|cuda-volta [--with-data] [--tag dtrain:cpu]
+#   bash scripts/build_image.sh cpu|cuda|cuda-volta [--with-data] [--tag dtrain:cpu] [--cxx-flags FLAGS]
 #
+# --cxx-flags: the compiler flags of dtrain's Release build (default "-O3 -DNDEBUG").
 # cuda is dtrain's current CUDA configuration (T4 and newer GPUs), cuda-volta its Volta/Pascal one (P4,
 # P100, V100): deploy/docker/Dockerfile.cuda with CUDA_CONFIG=volta (docs/deploy.md).
 # Prints the image's size at the end. Environment: STORAGE_DRIVER (default vfs), BASE_IMAGE (skip debootstrap
@@ -16,11 +17,13 @@ kind=${1:-cpu}
 shift || true
 with_data=0
 tag=""
+cxx_flags=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --with-data) with_data=1; shift ;;
     --tag) tag=$2; shift 2 ;;
-    *) echo "build_image: unknown option '$1' (expected --with-data, --tag TAG)" >&2; exit 2 ;;
+    --cxx-flags) cxx_flags=(--build-arg "CXX_FLAGS_RELEASE=$2"); shift 2 ;;
+    *) echo "build_image: unknown option '$1' (expected --with-data, --tag TAG, --cxx-flags FLAGS)" >&2; exit 2 ;;
   esac
 done
 config_arg=()
@@ -48,5 +51,5 @@ ca=${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}
 secret=()
 [ -s "$ca" ] && secret=(--secret "id=pip-ca,src=$ca")
 buildah bud --isolation chroot --layers=false --build-arg BASE="$base" --build-arg WITH_DATA="$with_data" \
-  "${config_arg[@]}" "${secret[@]}" -f "$dockerfile" -t "$tag" .
+  "${config_arg[@]}" "${cxx_flags[@]}" "${secret[@]}" -f "$dockerfile" -t "$tag" .
 buildah images --format '{{.Name}}:{{.Tag}} {{.Size}}' "$tag"

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <iostream>
 #include <sstream>
+#include <vector>
 
 #include "bench/raw_allreduce.h"
 #include "runtime/bootstrap/mpi_session.h"
@@ -34,6 +35,7 @@ struct SweepOptions {
   int64_t factor = 2;
   int64_t warmup = 5;
   int64_t iters = 20;
+  bool breakdown = false;
   std::string json_path;
 };
 
@@ -44,6 +46,7 @@ struct SizeResult {
   double raw_s = 0.0;
   bool dtrain_correct = false;
   bool raw_correct = false;
+  std::vector<double> staged_s;  // --breakdown: raw with 1, 2, 3 of dtrain's ordering calls (RawAllreduce)
 };
 
 int64_t parse_bytes(const std::string& text) {
@@ -72,6 +75,7 @@ SweepOptions parse(int argc, char** argv) {
       "warmup", "untimed iterations per size", cxxopts::value<int64_t>()->default_value("5"))(
       "iters", "timed iterations per size", cxxopts::value<int64_t>()->default_value("20"))(
       "json", "write the results as JSON to this file", cxxopts::value<std::string>()->default_value(""))(
+      "breakdown", "NCCL: also time the raw call with the stream-ordering calls dtrain adds, one more at a time")(
       "help", "show this help");
   cxxopts::ParseResult args = spec.parse(argc, argv);
   if (args.count("help")) {
@@ -90,6 +94,7 @@ SweepOptions parse(int argc, char** argv) {
   o.warmup = args["warmup"].as<int64_t>();
   o.iters = args["iters"].as<int64_t>();
   o.json_path = args["json"].as<std::string>();
+  o.breakdown = args.count("breakdown") > 0;
   if (o.min_bytes > o.max_bytes) throw ConfigError("--min-bytes exceeds --max-bytes");
   if (o.factor < 2) throw ConfigError("--factor must be at least 2, got " + std::to_string(o.factor));
   if (o.iters < 1 || o.warmup < 0) throw ConfigError("--iters must be >= 1 and --warmup >= 0");
@@ -155,6 +160,18 @@ SizeResult measure(int64_t bytes, const SweepOptions& o, Communicator& comm, Raw
   for (int64_t i = 0; i < o.iters; ++i) raw.sum(buffer);
   raw.synchronize();
   r.raw_s = slowest_rank(watch.elapsed_s() / static_cast<double>(o.iters));
+
+  for (int stage = 1; o.breakdown && stage <= raw.max_stage(); ++stage) {
+    raw.set_stage(stage);
+    for (int64_t i = 0; i < o.warmup; ++i) raw.sum(buffer);
+    raw.synchronize();
+    comm.barrier();
+    watch.reset();
+    for (int64_t i = 0; i < o.iters; ++i) raw.sum(buffer);
+    raw.synchronize();
+    r.staged_s.push_back(slowest_rank(watch.elapsed_s() / static_cast<double>(o.iters)));
+  }
+  raw.set_stage(0);
   return r;
 }
 
@@ -183,8 +200,14 @@ int run(int argc, char** argv, MpiSession& session) {
                 static_cast<long long>(o.iters));
     std::printf("# times are per iteration on the slowest rank; busbw = algbw x 2(n-1)/n; ratio = dtrain / %s time\n",
                 raw->name().c_str());
-    std::printf("%12s %12s | %10s %9s %9s %5s | %10s %9s %9s %5s | %6s\n", "bytes", "count", "dtrain us", "algbw",
+    if (o.breakdown && raw->max_stage() > 0) {
+      std::printf("# breakdown: raw time with dtrain's stream ordering added one call pair at a time: +order (mark the\n"
+                  "# caller's stream, the collective's stream waits), +done (mark the end), +wait (the caller's stream waits)\n");
+    }
+    std::printf("%12s %12s | %10s %9s %9s %5s | %10s %9s %9s %5s | %6s", "bytes", "count", "dtrain us", "algbw",
                 "busbw", "ok", "raw us", "algbw", "busbw", "ok", "ratio");
+    if (o.breakdown && raw->max_stage() > 0) std::printf(" | %9s %9s %9s", "+order us", "+done us", "+wait us");
+    std::printf("\n");
   }
   bool all_correct = true;
   for (int64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.factor) {
@@ -192,11 +215,16 @@ int run(int argc, char** argv, MpiSession& session) {
     results.push_back(r);
     all_correct = all_correct && r.dtrain_correct && r.raw_correct;
     if (session.is_root()) {
-      std::printf("%12lld %12lld | %10.2f %9.3f %9.3f %5s | %10.2f %9.3f %9.3f %5s | %6.2f\n",
+      std::printf("%12lld %12lld | %10.2f %9.3f %9.3f %5s | %10.2f %9.3f %9.3f %5s | %6.2f",
                   static_cast<long long>(r.bytes), static_cast<long long>(r.count), r.dtrain_s * 1e6,
                   gb_per_s(r.bytes, r.dtrain_s), gb_per_s(r.bytes, r.dtrain_s) * bus_factor,
                   r.dtrain_correct ? "yes" : "NO", r.raw_s * 1e6, gb_per_s(r.bytes, r.raw_s),
                   gb_per_s(r.bytes, r.raw_s) * bus_factor, r.raw_correct ? "yes" : "NO", r.dtrain_s / r.raw_s);
+      if (!r.staged_s.empty()) {
+        std::printf(" |");
+        for (double s : r.staged_s) std::printf(" %9.2f", s * 1e6);
+      }
+      std::printf("\n");
       std::fflush(stdout);
     }
   }
@@ -226,6 +254,11 @@ int run(int argc, char** argv, MpiSession& session) {
       row["raw_busbw_gbps"] = gb_per_s(r.bytes, r.raw_s) * bus_factor;
       row["raw_correct"] = r.raw_correct;
       row["ratio"] = r.dtrain_s / r.raw_s;
+      if (!r.staged_s.empty()) {
+        JsonRecord staged = JsonRecord::array();
+        for (double s : r.staged_s) staged.push_back(s * 1e6);
+        row["raw_with_ordering_us"] = std::move(staged);  // +order, +done, +wait
+      }
       rows.push_back(std::move(row));
     }
     write_file_atomically(o.json_path, json_line(json) + "\n");

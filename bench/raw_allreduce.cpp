@@ -53,22 +53,41 @@ class RawNccl final : public RawAllreduce {
     check_mpi(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast");
     check_nccl(ncclCommInitRank(&comm_, session.world_size(), id, session.rank()), "ncclCommInitRank");
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    check_cuda(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
+    check_cuda(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
   }
   ~RawNccl() override {
+    cudaEventDestroy(done_);
+    cudaEventDestroy(ready_);
     cudaStreamDestroy(stream_);
     ncclCommDestroy(comm_);
   }
   std::string name() const override { return "ncclAllReduce"; }
   void sum(at::Tensor& tensor) override {
+    // The caller's stream is the legacy default stream, LibTorch's current stream unless one is set.
+    if (stage_ >= 1) {
+      check_cuda(cudaEventRecord(ready_, cudaStreamLegacy), "cudaEventRecord");
+      check_cuda(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent");
+    }
     check_nccl(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), static_cast<size_t>(tensor.numel()), ncclFloat32,
                              ncclSum, comm_, stream_),
                "ncclAllReduce");
+    if (stage_ >= 2) check_cuda(cudaEventRecord(done_, stream_), "cudaEventRecord");
+    if (stage_ >= 3) check_cuda(cudaStreamWaitEvent(cudaStreamLegacy, done_, 0), "cudaStreamWaitEvent");
   }
-  void synchronize() override { check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+  void synchronize() override {
+    check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    check_cuda(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize");
+  }
+  int max_stage() const override { return 3; }
+  void set_stage(int stage) override { stage_ = stage; }
 
  private:
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t ready_ = nullptr;
+  cudaEvent_t done_ = nullptr;
+  int stage_ = 0;
 };
 #endif
 

@@ -20,6 +20,12 @@ class RawAllreduce {
   virtual void sum(at::Tensor& tensor) = 0;
   // Returns once every sum() issued so far has completed.
   virtual void synchronize() = 0;
+  // How many of the stream-ordering calls dtrain's NCCL communicator makes around each collective sum()
+  // makes too (NCCL only, 0 to 3): 1 marks the caller's stream and has the collective's stream wait for
+  // it, 2 also marks the collective's end, 3 also has the caller's stream wait for that. Splits dtrain's
+  // cost per call into NCCL's, the ordering's and its own (dtrain_allreduce_bench --breakdown).
+  virtual int max_stage() const { return 0; }
+  virtual void set_stage(int /*stage*/) {}
 };
 
 // MPI: blocking MPI_Allreduce on MPI_COMM_WORLD. NCCL: ncclAllReduce on a communicator and stream of

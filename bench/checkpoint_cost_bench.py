@@ -12,8 +12,13 @@ Case `overhead`: resnet18 at 64 px, runs without checkpoints inside the epoch, w
 --every steps written behind training, and the same written on the training thread; reported: train_s
 of each and the overheads in percent. Runs alternate, --reps times; medians.
 
+With --device cuda (a GPU host, the CUDA build's dtrain, world size 1 over NCCL) the snapshot copies the
+GPU's tensors into pinned host memory; the blocked case then takes a checkpoint every 20 of 100 steps
+(GPU steps are short, and each write needs time to finish before the next), and the overhead case is
+resnet50 at 224 px, batch 64, bf16, channels_last.
+
 Usage: bench/checkpoint_cost_bench.py [--dtrain build/dtrain] [--reps 3] [--cases blocked,overhead]
-       [--workloads resnet50,mnist] [--steps 12] [--every 20] [--threads 2] [--out FILE]
+       [--workloads resnet50,mnist] [--steps 12] [--every 20] [--threads 2] [--device cpu|cuda] [--out FILE]
 """
 import argparse
 import glob
@@ -32,11 +37,13 @@ BLOCKED = {
     "resnet50": (["--synthetic", "--image-size", "32", "--batch-size", "8", "--optimizer", "sgd"], 6, 30),
     "mnist": (["--synthetic", "--batch-size", "64"], 5, 60),
 }
+BLOCKED_GPU = {workload: (options, 20, 100) for workload, (options, _, _) in BLOCKED.items()}
+DEVICE_OPTIONS = {"cpu": [], "cuda": ["--device", "cuda", "--backend", "nccl"]}
 
 
-def run(dtrain, options, tmp, threads):
+def run(dtrain, options, tmp, threads, device="cpu"):
     logs = tempfile.mkdtemp(dir=tmp)
-    cmd = [dtrain, *options, "--epochs", "1", "--threads", str(threads), "--log-dir", logs, "--log-interval", "0",
+    cmd = [dtrain, *options, *DEVICE_OPTIONS[device], "--epochs", "1", "--threads", str(threads), "--log-dir", logs, "--log-interval", "0",
            "--progress", "off", "--eval-samples", "64", "--checkpoint-keep", "2"]
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
@@ -51,7 +58,7 @@ def run(dtrain, options, tmp, threads):
 
 
 def blocked_case(args, tmp, workload):
-    options, every, steps = BLOCKED[workload]
+    options, every, steps = (BLOCKED_GPU if args.device == "cuda" else BLOCKED)[workload]
     options = ["--workload", workload, *options, "--max-steps", str(steps), "--checkpoint-every-steps", str(every)]
     sync, asynch, persist, waits, size = [], [], [], [], 0
     first, later = [], []  # async: each run's first checkpoint (its host memory new then), and the rest
@@ -60,7 +67,7 @@ def blocked_case(args, tmp, workload):
         # snapshots; behind training with everything the default does (the copy in /dev/shm included).
         for mode, into, extra in (("false", sync, ["--checkpoint-memory-dir="]), ("true", asynch, [])):
             checkpoints, _, size = run(args.dtrain, options + [f"--checkpoint-async={mode}"] + extra, tmp,
-                                       args.threads)
+                                       args.threads, args.device)
             if not checkpoints:
                 sys.exit(f"checkpoint_cost_bench: {workload} wrote no checkpoint inside its epoch")
             if any(c["async"] != (mode == "true") for c in checkpoints):
@@ -84,25 +91,27 @@ def blocked_case(args, tmp, workload):
 
 
 def overhead_case(args, tmp):
-    base = ["--workload", "resnet18", "--synthetic", "--image-size", "64", "--batch-size", "32",
-            "--max-steps", str(args.overhead_steps), "--optimizer", "sgd", "--lr-schedule", "constant"]
+    model = {"cpu": ("resnet18", 64, 32, []),
+             "cuda": ("resnet50", 224, 64, ["--precision", "bf16", "--channels-last=true"])}[args.device]
+    base = ["--workload", model[0], "--synthetic", "--image-size", str(model[1]), "--batch-size", str(model[2]),
+            "--max-steps", str(args.overhead_steps), "--optimizer", "sgd", "--lr-schedule", "constant", *model[3]]
     every = ["--checkpoint-every-steps", str(args.every)]
     modes = {"none": [], "async": every + ["--checkpoint-async=true"], "sync": every + ["--checkpoint-async=false", "--checkpoint-memory-dir="]}
     times = {mode: [] for mode in modes}
     counts = []
     for _ in range(args.reps):
         for mode, options in modes.items():
-            checkpoints, epoch, _ = run(args.dtrain, base + options, tmp, args.threads)
+            checkpoints, epoch, _ = run(args.dtrain, base + options, tmp, args.threads, args.device)
             times[mode].append(epoch["train_s"])
             if mode == "async":
                 counts.append(len(checkpoints))
     t = {mode: statistics.median(v) for mode, v in times.items()}
     overhead = {mode: (t[mode] - t["none"]) / t["none"] for mode in ("async", "sync")}
-    print(f"resnet18@64: {args.overhead_steps} steps train in {t['none']:.2f} s without checkpoints inside the "
+    print(f"{model[0]}@{model[1]}: {args.overhead_steps} steps train in {t['none']:.2f} s without checkpoints inside the "
           f"epoch; with one every {args.every} steps ({counts[0]} checkpoints) {t['async']:.2f} s written behind "
           f"training (overhead {overhead['async'] * 100:+.1f}%), {t['sync']:.2f} s written on the training thread "
           f"(overhead {overhead['sync'] * 100:+.1f}%)")
-    return {"workload": "resnet18", "image_size": 64, "steps": args.overhead_steps, "every": args.every,
+    return {"workload": model[0], "image_size": model[1], "batch": model[2], "steps": args.overhead_steps, "every": args.every,
             "train_s": t, "overhead": overhead}
 
 
@@ -115,9 +124,11 @@ def main():
     parser.add_argument("--every", type=int, default=20)
     parser.add_argument("--overhead-steps", type=int, default=100)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--device", choices=sorted(DEVICE_OPTIONS), default="cpu")
     parser.add_argument("--out", help="write the results as JSON here")
     args = parser.parse_args()
-    results = {"machine": f"{platform.node()} ({os.cpu_count()} cores)", "blocked": [], "overhead": None}
+    results = {"machine": f"{platform.node()} ({os.cpu_count()} cores)", "device": args.device, "blocked": [],
+               "overhead": None}
     with tempfile.TemporaryDirectory(prefix="dtrain-ckpt-") as tmp:
         cases = args.cases.split(",")
         if "blocked" in cases:

@@ -14,6 +14,7 @@
 #   BUILD_TARGETS what `build` builds (default: everything)
 #   CTEST_JOBS    tests run at a time by `test` (default 4); CTEST_ARGS: more ctest arguments (e.g. -R NAME)
 #   CMAKE_ARGS    more cmake arguments for `build`
+#   BENCHES       what `bench` runs (default: mnist allreduce vision epoch checkpoint)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step=${1:-all}
@@ -108,6 +109,17 @@ nccl_root=$("$python" -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.n
 # pip's libnccl.so.2 and the CUDA libraries beside torch must be found at run time as well.
 export LD_LIBRARY_PATH=$site/torch/lib${nccl_root:+:$nccl_root/lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
+# torchrun: the console script beside the interpreter's torch (pip puts it there), for the torchrun cases
+# of e2e_torchrun and e2e_signals (they look for TORCHRUN, by default Debian's /usr/bin/torchrun).
+if [ -z "${TORCHRUN:-}" ]; then
+  for candidate in "$(dirname "$(command -v "$python")")/torchrun" "$(command -v torchrun || true)"; do
+    if [ -n "$candidate" ] && [ -x "$candidate" ]; then
+      export TORCHRUN=$candidate
+      break
+    fi
+  done
+fi
+
 build() {
   # One source per compiler run (no unity batches): with 16 cores the build takes 49 s either way, and
   # one GPU host's GCC (/opt/gcc) crashed (internal compiler error) on a unity batch that Debian's g++ 12
@@ -141,6 +153,9 @@ run_tests() {
     (cd "$build_dir" && ctest --output-on-failure --timeout 900 --rerun-failed 2>&1) | tee "$results/ctest-rerun.log" \
       || status=$?
   fi
+  # Which signals this host's mpirun relays to the ranks (dtrain stops with a checkpoint on SIGTERM,
+  # SIGUSR1 and SIGUSR2 only if a rank receives one; docs/failures.md).
+  bash scripts/mpi_signal_probe.sh "$mpirun_bin" 2>&1 | tee "$results/mpi_signals.txt" || true
   if [ -x "$build_dir/test/dtrain_nccl_tests" ]; then
     "$build_dir/test/dtrain_nccl_tests" --success --reporter compact 2>&1 | tail -n 5 | tee "$results/nccl_tests.log"
   fi
@@ -158,28 +173,36 @@ run_tests() {
   return "$status"
 }
 
-run_bench() {
-  # Fashion-MNIST from Debian's dataset package: installed, or unpacked with the other packages.
-  local data=(--synthetic)
-  for dir in /usr/share/datasets/fashion-mnist "$prefix/usr/share/datasets/fashion-mnist"; do
-    if [ -d "$dir" ]; then data=(--data-dir "$dir"); break; fi
-  done
+# The benchmarks, each its own function; BENCHES picks some (default: all, in this order).
+bench_mnist() {
   # The main job on the GPU: NCCL at world size 1, then 2 ranks sharing the GPU over MPI.
   "$build_dir/dtrain" --workload mnist --device cuda --backend nccl --epochs 2 --checkpoint=false \
     --progress off --log-dir "$results/dtrain-logs" "${data[@]}" 2>&1 | tee "$results/mnist_nccl_1rank.log"
   "$mpirun_bin" -np 2 --oversubscribe "$build_dir/dtrain" --workload mnist --device cuda --backend mpi --epochs 1 \
     --checkpoint=false --progress off --log-dir "$results/dtrain-logs" "${data[@]}" 2>&1 \
     | tee "$results/mnist_mpi_2ranks_1gpu.log"
-  "$build_dir/dtrain_allreduce_bench" --backend nccl --json "$results/allreduce_nccl_1rank.json" 2>&1 \
-    | tee "$results/allreduce_nccl_1rank.txt"
+}
+
+bench_allreduce() {
+  # At world size 1 a call costs a microsecond or two: 200 timed calls per size, so that a size's time
+  # is not one scheduler hiccup; --breakdown times the raw call with dtrain's stream ordering added.
+  "$build_dir/dtrain_allreduce_bench" --backend nccl --warmup 20 --iters 200 --breakdown --json "$results/allreduce_nccl_1rank.json" \
+    2>&1 | tee "$results/allreduce_nccl_1rank.txt"
   "$mpirun_bin" -np 2 --oversubscribe "$build_dir/dtrain_allreduce_bench" --backend mpi --max-bytes 64M \
     --json "$results/allreduce_mpi_2ranks.json" 2>&1 | tee "$results/allreduce_mpi_2ranks.txt"
-  # The vision models' training step against PyTorch eager on this GPU: fp32, then bf16, channels_last.
-  for precision in fp32 bf16; do
+}
+
+bench_vision() {
+  # The vision models' training step against PyTorch eager on this GPU: bf16, then fp32, channels_last.
+  local precision
+  for precision in bf16 fp32; do
     "$python" bench/vision_step_bench.py --dtrain "$build_dir/dtrain" --device cuda --precision "$precision" \
-      --channels-last --reps 2 --out "$results/vision_step_cuda_$precision.json" 2>&1 \
+      --channels-last --reps 3 --out "$results/vision_step_cuda_$precision.json" 2>&1 \
       | tee "$results/vision_step_cuda_$precision.txt"
   done
+}
+
+bench_epoch() {
   if [ "${data[0]}" = --data-dir ]; then
     "$python" bench/gpu_epoch_bench.py --dtrain "$build_dir/dtrain" --python "$python" --epochs 2 --reps 2 \
       --data-dir "${data[1]}" --out "$results/gpu_epoch.json" 2>&1 | tee "$results/gpu_epoch.txt"
@@ -187,6 +210,27 @@ run_bench() {
     echo "gpu_host: no Fashion-MNIST files on this host; the epoch comparison needs real data (see docs/gpu.md)" \
       | tee "$results/gpu_epoch.txt"
   fi
+}
+
+bench_checkpoint() {
+  # What a checkpoint blocks on the GPU (the snapshot into pinned memory) and costs a ResNet-50 run.
+  "$python" bench/checkpoint_cost_bench.py --dtrain "$build_dir/dtrain" --device cuda --reps 2 \
+    --workloads resnet50 --out "$results/checkpoint_cost_cuda.json" 2>&1 | tee "$results/checkpoint_cost_cuda.txt"
+}
+
+run_bench() {
+  # Fashion-MNIST from Debian's dataset package: installed, or unpacked with the other packages.
+  data=(--synthetic)
+  for dir in /usr/share/datasets/fashion-mnist "$prefix/usr/share/datasets/fashion-mnist"; do
+    if [ -d "$dir" ]; then data=(--data-dir "$dir"); break; fi
+  done
+  local bench
+  for bench in ${BENCHES:-mnist allreduce vision epoch checkpoint}; do
+    case "$bench" in
+      mnist | allreduce | vision | epoch | checkpoint) "bench_$bench" ;;
+      *) echo "gpu_host: unknown benchmark '$bench' in BENCHES (mnist, allreduce, vision, epoch, checkpoint)" >&2; return 2 ;;
+    esac
+  done
 }
 
 case "$step" in

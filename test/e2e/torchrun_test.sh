@@ -51,7 +51,8 @@ wait_for_checkpoint() {
 # Training under torchrun on CPUs needs the gloo backend (a CUDA build against PyPI's LibTorch has none).
 need_gloo() {
   if ! "$dtrain" --version | grep -q "gloo"; then
-    echo "SKIP: this dtrain has no gloo backend ($("$dtrain" --version)); the training cases need it"
+    echo "SKIP: this dtrain has no gloo backend ($("$dtrain" --version)); the training cases need it:" \
+      "$([ "$part" = elastic ] && echo "(c), (d), (a) and (b)" || echo "standalone training and a second job in the same --log-dir")"
     echo "$failures failure(s)"
     [ "$failures" -eq 0 ] || exit 1
     exit 77  # the training cases did not run: ctest shows the suite skipped, not passed

@@ -46,6 +46,8 @@ HOME = "/home/dtrain"
 SSH_PORT = 2222
 # DNS-1035 label: the operator names pods <name>-launcher and <name>-worker-<i>.
 NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+# A LocalQueue's name is a DNS subdomain; as a label value it must also fit 63 characters.
+QUEUE_RE = re.compile(r"^(?=.{1,63}$)[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
 class UsageError(Exception):
@@ -80,6 +82,8 @@ def add_common_arguments(p, workers_help, batch_help, name_help):
     p.add_argument("--cpu", default="", help="CPU request per worker, e.g. 8 (default: none)")
     p.add_argument("--memory", default="", help="memory request per worker, e.g. 32Gi (default: none)")
     p.add_argument("--shm", default="8Gi", help="size limit of /dev/shm (NCCL fails with the 64 MB default)")
+    p.add_argument("--queue", default="",
+                   help="Kueue LocalQueue to submit the job to (the kueue.x-k8s.io/queue-name label); default: none")
     p.add_argument("--grace-s", type=int, default=60,
                    help="seconds from a pod's SIGTERM (deletion, eviction, preemption) to its SIGKILL: the pods' "
                         "terminationGracePeriodSeconds; dtrain gets all but 10 of them to save a checkpoint and "
@@ -123,7 +127,16 @@ def check_common(args):
         raise UsageError(f"--workload '{args.workload}' is not a workload name")
     if not args.image or any(c.isspace() for c in args.image):
         raise UsageError(f"--image must be an image reference without spaces, got '{args.image}'")
+    if args.queue and not QUEUE_RE.match(args.queue):
+        raise UsageError(f"--queue '{args.queue}' is not a LocalQueue name (lower case letters, digits, '-' and '.', "
+                         f"at most 63 characters)")
     check_image_for_accelerator(args)
+
+
+def queue_labels(args):
+    """The label that submits a job to a Kueue LocalQueue (Kueue admits MPIJob with mpi-operator >= 0.8,
+    PyTorchJob, and TrainJob with Trainer 2.3 from Kueue 0.20 on; docs/deploy.md)."""
+    return {"kueue.x-k8s.io/queue-name": args.queue} if args.queue else {}
 
 
 def check_name(name, workers):
@@ -290,7 +303,7 @@ def render(args):
     }
     place_on_gpus(args, worker_pod)
 
-    metadata = {"name": name, "labels": labels}
+    metadata = {"name": name, "labels": {**labels, **queue_labels(args)}}
     if args.namespace:
         metadata["namespace"] = args.namespace
     return {

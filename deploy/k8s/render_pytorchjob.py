@@ -23,7 +23,7 @@ import shlex
 import sys
 
 from render_mpijob import (HOME, NAME_RE, PLATFORMS, UsageError, add_common_arguments, check_common, check_name, stop_args,
-                           network_env, place_on_gpus, resources, run, security, to_yaml)
+                           network_env, place_on_gpus, queue_labels, resources, run, security, to_yaml)
 
 MODES = ("elastic", "plain")
 # The training operator's defaults: the Master's service port and the c10d rendezvous port.
@@ -140,7 +140,7 @@ def render(args):
         if args.workers > 1:
             spec["pytorchReplicaSpecs"]["Worker"] = {"replicas": args.workers - 1, "restartPolicy": "Never",
                                                      "template": template}
-    metadata = {"name": name, "labels": labels}
+    metadata = {"name": name, "labels": {**labels, **queue_labels(args)}}
     if args.namespace:
         metadata["namespace"] = args.namespace
     return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": metadata, "spec": spec}

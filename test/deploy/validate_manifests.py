@@ -160,34 +160,37 @@ def replica_specs(job):
 def restricted_pss(what, job):
     """The restricted Pod Security Standard (v1.28) for every pod template, plus restricted-v2's no-UID rule."""
     for role, replica in replica_specs(job).items():
-        pod = replica["template"]["spec"]
-        where = f"{what} {role}"
-        for key in ("hostNetwork", "hostPID", "hostIPC"):
-            if pod.get(key):
-                fail(where, f"{key} is not allowed")
-        pod_sc = pod.get("securityContext", {})
-        for volume in pod.get("volumes", []):
-            if not set(volume) <= ALLOWED_VOLUME_KEYS:
-                fail(where, f"volume type {set(volume) - ALLOWED_VOLUME_KEYS} is not allowed")
-        if "runAsUser" in pod_sc or "fsGroup" in pod_sc or "runAsGroup" in pod_sc:
-            fail(where, "restricted-v2 assigns UIDs and groups: no runAsUser/runAsGroup/fsGroup")
-        if pod_sc.get("seccompProfile", {}).get("type") not in ("RuntimeDefault", "Localhost"):
-            fail(where, "pod seccompProfile must be RuntimeDefault or Localhost")
-        for c in pod["containers"] + pod.get("initContainers", []):
-            sc = c.get("securityContext", {})
-            if sc.get("privileged"):
-                fail(where, "privileged containers are not allowed")
-            if sc.get("allowPrivilegeEscalation") is not False:
-                fail(where, "allowPrivilegeEscalation must be false")
-            caps = sc.get("capabilities", {})
-            if caps.get("drop") != ["ALL"] or set(caps.get("add", [])) - {"NET_BIND_SERVICE"}:
-                fail(where, "capabilities must drop ALL and add at most NET_BIND_SERVICE")
-            if not (sc.get("runAsNonRoot") or pod_sc.get("runAsNonRoot")):
-                fail(where, "runAsNonRoot must be true")
-            if sc.get("runAsUser") == 0 or "runAsUser" in sc:
-                fail(where, "no runAsUser under restricted-v2")
-            if any(p.get("hostPort") for p in c.get("ports", [])):
-                fail(where, "hostPort is not allowed")
+        restricted_pod(f"{what} {role}", replica["template"]["spec"])
+
+
+def restricted_pod(where, pod):
+    """restricted_pss for one pod spec."""
+    for key in ("hostNetwork", "hostPID", "hostIPC"):
+        if pod.get(key):
+            fail(where, f"{key} is not allowed")
+    pod_sc = pod.get("securityContext", {})
+    for volume in pod.get("volumes", []):
+        if not set(volume) <= ALLOWED_VOLUME_KEYS:
+            fail(where, f"volume type {set(volume) - ALLOWED_VOLUME_KEYS} is not allowed")
+    if "runAsUser" in pod_sc or "fsGroup" in pod_sc or "runAsGroup" in pod_sc:
+        fail(where, "restricted-v2 assigns UIDs and groups: no runAsUser/runAsGroup/fsGroup")
+    if pod_sc.get("seccompProfile", {}).get("type") not in ("RuntimeDefault", "Localhost"):
+        fail(where, "pod seccompProfile must be RuntimeDefault or Localhost")
+    for c in pod["containers"] + pod.get("initContainers", []):
+        sc = c.get("securityContext", {})
+        if sc.get("privileged"):
+            fail(where, "privileged containers are not allowed")
+        if sc.get("allowPrivilegeEscalation") is not False:
+            fail(where, "allowPrivilegeEscalation must be false")
+        caps = sc.get("capabilities", {})
+        if caps.get("drop") != ["ALL"] or set(caps.get("add", [])) - {"NET_BIND_SERVICE"}:
+            fail(where, "capabilities must drop ALL and add at most NET_BIND_SERVICE")
+        if not (sc.get("runAsNonRoot") or pod_sc.get("runAsNonRoot")):
+            fail(where, "runAsNonRoot must be true")
+        if sc.get("runAsUser") == 0 or "runAsUser" in sc:
+            fail(where, "no runAsUser under restricted-v2")
+        if any(p.get("hostPort") for p in c.get("ports", [])):
+            fail(where, "hostPort is not allowed")
 
 
 def render(argv):

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -34,6 +35,9 @@
 #include "runtime/monitor/profile_window.h"
 #include "runtime/monitor/resource_monitor.h"
 #include "runtime/monitor/run_telemetry.h"
+#if DTRAIN_WITH_CURL
+#include "runtime/monitor/trainer_status.h"
+#endif
 #include "runtime/reduce/bucket_probe.h"
 #include "runtime/reduce/bucketed_reducer.h"
 #include "runtime/train/checkpoint_files.h"
@@ -386,6 +390,9 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
   std::unique_ptr<RunTelemetry> telemetry;
   std::unique_ptr<ResourceMonitor> resources;
   std::unique_ptr<ProfileWindow> profile;
+#if DTRAIN_WITH_CURL
+  std::unique_ptr<TrainerStatusReporter> trainer_status;  // rank 0, where Kubeflow Trainer asks for progress
+#endif
   failure = agree(wait, [&] {
     logger_ = std::make_unique<RunLogger>(config.log, session_.is_root(), session_.is_root() ? run_path : "");
     log_sink_.store(logger_.get());
@@ -400,6 +407,18 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
     trainer->observe(*telemetry);
     trainer->observe(*resources);
     trainer->observe(*profile);
+    // Kubeflow Trainer's status server, where the TrainJob asks for progress (KUBEFLOW_TRAINER_SERVER_URL).
+    const char* status_url = std::getenv("KUBEFLOW_TRAINER_SERVER_URL");
+    if (session_.is_root() && status_url != nullptr && *status_url != '\0') {
+#if DTRAIN_WITH_CURL
+      trainer_status = std::make_unique<TrainerStatusReporter>(*trainer_status_endpoint_from_env(),
+                                                               run_config.train.epochs, *logger_);
+      trainer->observe(*trainer_status);
+#else
+      logger_->warning("KUBEFLOW_TRAINER_SERVER_URL is set, but this dtrain was built without libcurl "
+                       "(DTRAIN_WITH_CURL): it posts no progress to Kubeflow Trainer's status server");
+#endif
+    }
     trainer->stop_on([] { return stop_signal(); });
   });
   if (!failure.failed()) failure = agree(wait, [&] { trainer->restore(); });

@@ -18,6 +18,7 @@ run_packages=(
   libyaml-cpp-dev libcxxopts-dev nlohmann-json3-dev zlib1g-dev
   libturbojpeg0-dev libpng-dev   # JPEG and PNG decoding of image datasets
   libprotobuf-dev protobuf-compiler libboost-dev  # TensorBoard event files (protobuf, Boost.CRC)
+  libcurl4-openssl-dev           # progress posts to Kubeflow Trainer's status server (HTTPS)
   dataset-fashion-mnist          # the default training data
 )
 test_packages=(
@@ -27,6 +28,7 @@ test_packages=(
   python3-torchvision python3-pil  # model-zoo and DataLoader peers; test images in real JPEG/PNG files
   python3-yaml python3-jsonschema  # deploy/k8s's generator and the offline MPIJob validation
   python3-pandas python3-matplotlib  # dtrain-report: a study's tables and plots
+  openssl                        # the test CA and certificate of the Trainer status server stand-in
   python3-venv                   # TensorBoard's own reader and server for the tests (PyPI, scripts/install_tensorboard.sh)
   chromium chromium-driver python3-selenium  # the report page and TensorBoard's dashboard in a real browser
 )

@@ -150,6 +150,7 @@ struct ProgressInfo {
   int64_t step = 0;           // the epoch's steps done (micro-batches with train.accumulate)
   double samples_per_s = 0.0;  // global training samples per second since the previous line (0: unknown)
   std::optional<double> run_left_s{};  // the estimate of the whole run's time left (runtime/train/run_eta.h)
+  int64_t epoch_samples = 0;  // global samples this epoch trains (fewer than samples_total with train.max_steps)
 };
 
 struct EpochStats {
@@ -208,11 +209,18 @@ struct ResourceSample {
   std::optional<double> gpu_sm_clock_mhz;
 };
 
+// Updates posted to Kubeflow Trainer's status server (runtime/monitor/trainer_status.h).
+struct StatusPosts {
+  int64_t posted = 0;
+  int64_t failed = 0;
+};
+
 struct RunSummary {
   int64_t epochs_run = 0;
   double total_s = 0.0;
   MetricValues final_test;  // the last epoch's evaluation metrics
   std::vector<int64_t> peak_rss_bytes;  // per rank
+  std::optional<StatusPosts> trainer_status;  // set where rank 0 posts progress to Kubeflow Trainer
 };
 
 }  // namespace dtrain

@@ -305,6 +305,10 @@ void RunLogger::run_end(const RunSummary& summary) {
   record["total_s"] = summary.total_s;
   add_metrics(record, "final_test_", summary.final_test);
   record["peak_rss_bytes"] = summary.peak_rss_bytes;
+  if (summary.trainer_status) {
+    record["trainer_status_posts"] = summary.trainer_status->posted;
+    record["trainer_status_failures"] = summary.trainer_status->failed;
+  }
   write_event(record);
   events_->sync();
 }

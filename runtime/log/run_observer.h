@@ -33,6 +33,8 @@ class RunObserver {
   // Around one training step; after_step hooks run in the reverse order of the before_step ones.
   virtual void before_step(const StepRecord& step) {}
   virtual void after_step(const StepRecord& step) {}
+  // After each train_progress record (every log.interval steps), with its figures.
+  virtual void progress(const ProgressInfo& progress) {}
   // Before the epoch_end record, its figures complete but the observers' own: may add those.
   virtual void epoch_ending(EpochStats& stats) {}
   // After the epoch_end record.

@@ -374,6 +374,7 @@ void Trainer::log_progress(EpochRun& run, int64_t step) {
     ProgressInfo progress;
     progress.epoch = run.epoch;
     progress.samples_total = data_.train->size();
+    progress.epoch_samples = run.epoch_total;
     progress.samples_done = std::min(data_.train->size(), (step + 1) * run.global_per_step);
     progress.metrics = values;
     progress.step = step + 1;
@@ -383,6 +384,7 @@ void Trainer::log_progress(EpochRun& run, int64_t step) {
     }
     progress.run_left_s = eta_->left_s();
     logger_.train_progress(progress);
+    for (RunObserver* o : observers_) o->progress(progress);
     checkpoints_.mark_progress(run.epoch, progress.samples_done);
   }
   run.interval_sums.zero();

@@ -167,7 +167,7 @@ TEST_CASE("the console lines dtrain writes parse with console_lines.json's patte
   CHECK(summary["samples_per_s"] == "5217");
   CHECK_FALSE(parse_line("epoch_summary", epoch_summary_line(gan)).empty());
 
-  RunSummary done{3, 69.0221, classifier.test, {700LL << 20, 844LL << 20}};
+  RunSummary done{3, 69.0221, classifier.test, {700LL << 20, 844LL << 20}, std::nullopt};
   CHECK(parse_line("done", run_summary_line(done))["final_metrics"] == "test_acc 88.12% | test_loss 0.3372");
   done.final_test = MetricValues();
   CHECK(parse_line("done", run_summary_line(done))["peak_rss_mib"] == "844");
@@ -259,7 +259,8 @@ TEST_CASE("the RunLogger writes every record kind of the run log", "[log][contra
     logger.samples_written(2, {run_dir + "/samples/epoch-000002.png"});
     logger.finished_run(classifier_epoch());
     logger.warning("rank 1 (node-1) sent no heartbeat for 30.0 s; it was training, epoch 2, step 17");
-    logger.run_end(RunSummary{2, 25.5, classifier_epoch().test, {700LL << 20, 710LL << 20}});
+    // Rank 0 posted progress to Kubeflow Trainer's status server: run_end counts the posts.
+    logger.run_end(RunSummary{2, 25.5, classifier_epoch().test, {700LL << 20, 710LL << 20}, StatusPosts{41, 2}});
     StopRecord stopped;
     stopped.signal = "SIGTERM";
     stopped.signal_number = 15;

@@ -77,7 +77,7 @@ TEST_CASE("no console line contains the substring 'real'", "[log]") {
                                   pytorch_test_line(s), epoch_summary_line(s),
                                   progress_bar_text(ProgressState{"evaluation 2/10", 5, 10, 3.5, std::nullopt}, 20),
                                   progress_line_text(ProgressState{"epoch 2/10", 5, 10, 3.5, std::nullopt}),
-                                  run_summary_line(RunSummary{2, 12.5, s.test, {1 << 30}})}) {
+                                  run_summary_line(RunSummary{2, 12.5, s.test, {1 << 30}, std::nullopt})}) {
     CHECK(line.find("real") == std::string::npos);
   }
 }

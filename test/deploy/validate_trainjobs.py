@@ -15,16 +15,22 @@ render, offline, as validate_manifests.py does for MPIJobs:
    on the nodes; /dev/shm; --stop-timeout-s 10 s inside the grace period; GKE's node selector; Kueue's label;
 4. for OpenShift, the restricted Pod Security Standard.
 It proves that the checks bite (a misspelt field, a wrong runtimeRef, a reserved variable) and feeds the
-renderer broken inputs.
+renderer broken inputs. Given DTRAIN (and Debian's torchrun), it also runs a rendered torchrun TrainJob's
+command as two pods would, with the PET_* variables Trainer's torch plugin sets, and checks that they
+train as one job of world size 2.
 
-Usage: validate_trainjobs.py TRAINJOB_CRD TRAININGRUNTIME_CRD
+Usage: validate_trainjobs.py TRAINJOB_CRD TRAININGRUNTIME_CRD [DTRAIN]
 """
 import copy
 import itertools
 import os
+import glob
+import json
 import shlex
+import socket
 import subprocess
 import sys
+import tempfile
 
 import jsonschema
 import yaml
@@ -180,6 +186,41 @@ def dtrain_contract(what, job, runtime, platform, workers, gpus, accelerator, qu
             fail(what, "the nodes need /dev/shm as a memory emptyDir")
 
 
+def run_as_pods(dtrain):
+    """The torchrun TrainJob's command in two local 'pods' with Trainer's PET_* variables: one job of 2."""
+    torchrun = "/usr/bin/torchrun"
+    if not os.access(torchrun, os.X_OK):
+        print(f"SKIP (part): no {torchrun} (Debian: python3-torch); the rendered torchrun command was not run")
+        return None
+    job = render(["--launcher", "torchrun", "--platform", "usernetes", "--workers", "2", "--gpus-per-worker", "0",
+                  "--image", "x", "--dtrain-args", "--synthetic --max-steps 6 --eval-samples 200"])[-1]
+    command = job["spec"]["trainer"]["args"]
+    with tempfile.TemporaryDirectory(prefix="dtrain-trainjob-") as home:
+        # The pod's home and image paths, here: the test's directory and this build's binary.
+        script = command[2].replace(render_mpijob.HOME, home).replace(" dtrain ", f" {shlex.quote(dtrain)} ")
+        script = script.replace("time torchrun ", f"time {torchrun} ")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        pods = []
+        for rank in range(2):
+            env = dict(os.environ, PET_NNODES="2", PET_NPROC_PER_NODE=str(job["spec"]["trainer"]["numProcPerNode"]),
+                       PET_NODE_RANK=str(rank), PET_MASTER_ADDR="127.0.0.1", PET_MASTER_PORT=str(port),
+                       GLOO_SOCKET_IFNAME="lo")
+            env.update({e["name"]: e["value"] for e in job["spec"]["trainer"]["env"] if e["name"] != "GLOO_SOCKET_IFNAME"})
+            pods.append(subprocess.Popen([*command[:2], script], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                         text=True))
+        outputs = [p.communicate(timeout=300)[0] for p in pods]
+        runs = [json.loads(line) for path in glob.glob(f"{home}/dtrain-logs/*/events.jsonl") for line in open(path)]
+        start = [r for r in runs if r["event"] == "run_start"]
+        if any(p.returncode for p in pods) or len(start) != 1 or start[0]["world_size"] != 2 or \
+                "metricName: accuracy" not in outputs[0] or "real" not in outputs[0]:
+            fail("torchrun TrainJob as two pods", f"exits {[p.returncode for p in pods]}, run_start {start}:\n"
+                                                  + outputs[0][-1500:])
+            return None
+        return start[0]["launcher"]
+
+
 def render(argv):
     return [yaml.safe_load(d) for d in "".join(render_trainjob.to_yaml(d) + "---\n"
                                               for d in render_trainjob.render(render_trainjob.parse_args(argv))
@@ -187,7 +228,7 @@ def render(argv):
 
 
 def main():
-    if len(sys.argv) != 3 or not all(os.path.isfile(p) for p in sys.argv[1:]):
+    if len(sys.argv) not in (3, 4) or not all(os.path.isfile(p) for p in sys.argv[1:]):
         print(f"validate_trainjobs: the CRD schemas were not found at {sys.argv[1:]}; pass shared/schemas/"
               f"trainer-v2.3-trainjobs-crd.yaml and trainer-v2.3-trainingruntimes-crd.yaml")
         return 1
@@ -266,13 +307,16 @@ def main():
         if out.returncode != 0 or yaml.safe_load(out.stdout)["metadata"]["labels"].get("kueue.x-k8s.io/queue-name") != "team-a":
             fail(os.path.basename(renderer), f"--queue team-a did not label the job: {out.stderr.strip()}")
 
+    launcher = run_as_pods(sys.argv[3]) if len(sys.argv) == 4 else None
     if vm.failures:
         print("\n".join(vm.failures[:40]))
         print(f"validate_trainjobs: {len(vm.failures)} failure(s) in {rendered} TrainJobs")
         return 1
     print(f"validate_trainjobs: {rendered} TrainJobs valid (strict Trainer v2.3 CRDs, Trainer's webhook and plugin rules, "
           f"dtrain contract, restricted PSS for OpenShift); the checks caught a misspelt field, a wrong runtimeRef, "
-          f"a reserved variable and a runtime with two trainers; {len(broken)} broken inputs rejected")
+          f"a reserved variable and a runtime with two trainers; {len(broken)} broken inputs rejected"
+          + (f"; the torchrun TrainJob's command trained as two pods with Trainer's PET_* variables ({launcher})"
+             if launcher else ""))
     return 0
 
 

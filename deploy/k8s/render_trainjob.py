@@ -56,11 +56,11 @@ def check(args):
     check_common(args)
     if args.launcher not in LAUNCHERS:
         raise UsageError(f"unknown launcher '{args.launcher}'; expected one of: {', '.join(LAUNCHERS)}")
-    name = args.name or f"dtrain-{args.workload}-{args.platform}-{args.launcher}-{args.workers}"
-    name = name.replace("_", "-").replace(".", "-") if not args.name else name
+    default = f"dtrain-{args.workload}-{args.platform}-{args.launcher}-{args.workers}".replace("_", "-").replace(".", "-")
+    name = args.name or default
     # JobSet names a pod's host <name>-<replicated job>-<job index>-<pod index> under the subdomain <name>.
-    longest = f"{name}-launcher-0-0" if args.launcher == "mpirun" else ""
-    longest = max(longest, f"{name}-node-0-{args.workers - 1}", key=len)
+    hosts = [f"{name}-node-0-{args.workers - 1}"] + ([f"{name}-launcher-0-0"] if args.launcher == "mpirun" else [])
+    longest = max(hosts, key=len)
     if not NAME_RE.match(name) or len(longest) > 63:
         raise UsageError(f"job name '{name}' must be a DNS-1035 label (lower case letters, digits, '-') and its pods' "
                          f"host name '{longest}' at most 63 characters")
@@ -80,7 +80,7 @@ def dshm(args):
             {"name": "dshm", "mountPath": "/dev/shm"})
 
 
-def node_pod_settings(args, labels):
+def node_pod_settings(args):
     """What the `node` pods need beyond the TrainJob's trainer: security, grace period, /dev/shm, placement."""
     pod_security, container_security = security(args.platform)
     volume, mount = dshm(args)
@@ -116,7 +116,7 @@ def torchrun_job(name, args):
                "numNodes": args.workers, "numProcPerNode": max(1, args.gpus_per_worker)}
     if resources(args):
         trainer["resourcesPerNode"] = resources(args)
-    pod, container = node_pod_settings(args, labels)
+    pod, container = node_pod_settings(args)
     pod["containers"] = [container]
     patch = {"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
         {"name": "node", "template": {"spec": {"template": {"metadata": {"labels": labels}, "spec": pod}}}}]}}}}

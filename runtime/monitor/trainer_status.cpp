@@ -192,6 +192,12 @@ bool TrainerStatusPoster::post(const TrainerStatus& status, std::string& error) 
   char curl_error[CURL_ERROR_SIZE] = {};
   const auto timeout_ms = static_cast<long>(timeout_s_ * 1000.0);
   curl_easy_setopt(curl, CURLOPT_URL, endpoint_.url.c_str());
+  // The URL comes from the environment: HTTP(S) only, never a file or another protocol libcurl knows.
+#if LIBCURL_VERSION_NUM >= 0x075500  // 7.85
+  curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+#else
+  curl_easy_setopt(curl, CURLOPT_PROTOCOLS, static_cast<long>(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
   curl_easy_setopt(curl, CURLOPT_POST, 1L);
   curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
   curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));

@@ -43,20 +43,24 @@ CASES = {  # workload, image size, classes (those of dtrain's --synthetic data),
 }
 
 
-def dtrain_train_s(dtrain, workload, size, batch, steps, args, tmp):
+def dtrain_records(dtrain, workload, size, batch, steps, log_interval, args, tmp):
+    """One dtrain run of `steps` steps on --synthetic data; the records of its run log."""
     logs = tempfile.mkdtemp(dir=tmp)
     cmd = [dtrain, "--workload", workload, "--synthetic", "--image-size", str(size), "--batch-size", str(batch),
            "--max-steps", str(steps), "--epochs", "1", "--threads", str(args.threads), "--checkpoint=false",
-           "--log-dir", logs, "--log-interval", "0", "--progress", "off", "--eval-samples", str(batch),
+           "--log-dir", logs, "--log-interval", str(log_interval), "--progress", "off", "--eval-samples", str(batch),
            "--weight-decay", "1e-4", "--lr-schedule", "constant", "--device", args.device,
            "--precision", args.precision, f"--channels-last={'true' if args.channels_last else 'false'}"]
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
         sys.exit(f"vision_step_bench: {' '.join(cmd)} failed:\n{result.stderr[-2000:]}")
-    events = glob.glob(os.path.join(logs, "*", "events.jsonl"))[0]
-    with open(events) as f:
-        epoch = next(e for e in map(json.loads, f) if e.get("event") == "epoch_end")
-    return epoch["train_s"]
+    with open(glob.glob(os.path.join(logs, "*", "events.jsonl"))[0]) as f:
+        return [json.loads(line) for line in f]
+
+
+def dtrain_train_s(dtrain, workload, size, batch, steps, args, tmp):
+    records = dtrain_records(dtrain, workload, size, batch, steps, 0, args, tmp)
+    return next(r for r in records if r["event"] == "epoch_end")["train_s"]
 
 
 def peer_model(workload, classes):
@@ -88,7 +92,8 @@ def forward_flops(workload, size, classes):
     return total[0]
 
 
-def peer_train_s(workload, size, classes, batch, steps, args):
+def peer_loop(workload, size, classes, batch, args):
+    """The peer's model, data and optimizer on the device: returns step(i), one training step."""
     torch.manual_seed(1)
     device = torch.device(args.device)
     memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
@@ -99,17 +104,27 @@ def peer_train_s(workload, size, classes, batch, steps, args):
     inputs = torch.randn(4, batch, 3, size, size, device=device)
     inputs = [inputs[i].contiguous(memory_format=memory_format) for i in range(4)]
     targets = torch.randint(classes, (4, batch), device=device)
-    cuda = device.type == "cuda"
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.precision == "bf16")
+
+    def step(i):
+        optimizer.zero_grad(set_to_none=True)
+        with autocast:
+            loss = loss_fn(model(inputs[i % 4]), targets[i % 4])
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    return step
+
+
+def peer_train_s(workload, size, classes, batch, steps, args):
+    step = peer_loop(workload, size, classes, batch, args)
+    cuda = args.device == "cuda"
     if cuda:
         torch.cuda.synchronize()
     start = time.perf_counter()
-    for step in range(steps):
-        optimizer.zero_grad(set_to_none=True)
-        with autocast:
-            loss = loss_fn(model(inputs[step % 4]), targets[step % 4])
-        loss.backward()
-        optimizer.step()
+    for i in range(steps):
+        loss = step(i)
         if not cuda:
             loss.item()  # the CPU loop reads its loss, as the examples do; on a GPU that would stall the queue
     if cuda:
@@ -120,48 +135,25 @@ def peer_train_s(workload, size, classes, batch, steps, args):
 def dtrain_window_steps_s(dtrain, workload, size, batch, window, args, tmp):
     """Per-step times of dtrain's windows of `window` steps after a first, uncounted one, from the
     samples/s of its run log's progress records (one per window)."""
-    logs = tempfile.mkdtemp(dir=tmp)
-    cmd = [dtrain, "--workload", workload, "--synthetic", "--image-size", str(size), "--batch-size", str(batch),
-           "--max-steps", str(window * (args.windows + 1)), "--epochs", "1", "--checkpoint=false",
-           "--log-dir", logs, "--log-interval", str(window), "--progress", "off", "--eval-samples", str(batch),
-           "--weight-decay", "1e-4", "--lr-schedule", "constant", "--device", args.device,
-           "--precision", args.precision, f"--channels-last={'true' if args.channels_last else 'false'}"]
-    result = subprocess.run(cmd, capture_output=True, text=True)
-    if result.returncode != 0:
-        sys.exit(f"vision_step_bench: {' '.join(cmd)} failed:\n{result.stderr[-2000:]}")
-    events = glob.glob(os.path.join(logs, "*", "events.jsonl"))[0]
-    with open(events) as f:
-        rates = [e["samples_per_s"] for e in map(json.loads, f) if e.get("event") == "train_progress"]
+    records = dtrain_records(dtrain, workload, size, batch, window * (args.windows + 1), window, args, tmp)
+    rates = [r["samples_per_s"] for r in records if r["event"] == "train_progress"]
     if len(rates) != args.windows + 1:
-        sys.exit(f"vision_step_bench: {len(rates)} progress records from {' '.join(cmd)}, expected {args.windows + 1}")
+        sys.exit(f"vision_step_bench: {len(rates)} progress records from a run of {workload}, expected {args.windows + 1}")
     return [batch / rate for rate in rates[1:]]
 
 
 def peer_window_steps_s(workload, size, classes, batch, window, args):
     """The peer's loop timed as dtrain's: windows of `window` steps, each ended by one synchronisation."""
-    torch.manual_seed(1)
-    device = torch.device(args.device)
-    memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
-    model = peer_model(workload, classes).to(device, memory_format=memory_format)
-    model.train()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
-    loss_fn = torch.nn.CrossEntropyLoss()
-    inputs = torch.randn(4, batch, 3, size, size, device=device)
-    inputs = [inputs[i].contiguous(memory_format=memory_format) for i in range(4)]
-    targets = torch.randint(classes, (4, batch), device=device)
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.precision == "bf16")
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: loss.item())
+    step = peer_loop(workload, size, classes, batch, args)
     times = []
-    loss = torch.zeros(())
     for _ in range(args.windows + 1):
         start = time.perf_counter()
-        for step in range(window):
-            optimizer.zero_grad(set_to_none=True)
-            with autocast:
-                loss = loss_fn(model(inputs[step % 4]), targets[step % 4])
-            loss.backward()
-            optimizer.step()
-        sync()
+        for i in range(window):
+            loss = step(i)
+        if args.device == "cuda":
+            torch.cuda.synchronize()
+        else:
+            loss.item()
         times.append((time.perf_counter() - start) / window)
     return times[1:]
 

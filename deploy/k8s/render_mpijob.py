@@ -346,7 +346,8 @@ def to_yaml(job):
 
 
 def run(program, parse, make_job, argv):
-    """A renderer's main: the job as YAML on stdout, warnings on stderr; exit 2 with one line on bad input."""
+    """A renderer's main: the job as YAML on stdout (a list of documents as one YAML stream), warnings on
+    stderr; exit 2 with one line on bad input."""
     args = parse(argv)
     try:
         job = make_job(args)
@@ -355,7 +356,7 @@ def run(program, parse, make_job, argv):
         return 2
     for warning in compatibility_warnings(args):
         print(f"{program}: warning: {warning}", file=sys.stderr)
-    sys.stdout.write(to_yaml(job))
+    sys.stdout.write("---\n".join(to_yaml(d) for d in (job if isinstance(job, list) else [job])))
     return 0
 
 

@@ -28,9 +28,8 @@ import argparse
 import shlex
 import sys
 
-from render_mpijob import (HOME, NAME_RE, SSH_PORT, UsageError, add_common_arguments, check_common, compatibility_warnings,
-                           mpirun_command, network_env, place_on_gpus, queue_labels, resources, security, stop_args,
-                           to_yaml)
+from render_mpijob import (HOME, NAME_RE, SSH_PORT, UsageError, add_common_arguments, check_common, mpirun_command,
+                           network_env, place_on_gpus, queue_labels, resources, run, security, stop_args)
 from render_pytorchjob import TORCHRUN_LOG_FLAGS
 
 LAUNCHERS = ("torchrun", "mpirun")
@@ -185,18 +184,5 @@ def render(args):
     return torchrun_job(name, args) if args.launcher == "torchrun" else mpirun_job(name, args)
 
 
-def main(argv):
-    args = parse_args(argv)
-    try:
-        documents = render(args)
-    except UsageError as e:
-        print(f"render_trainjob: {e}", file=sys.stderr)
-        return 2
-    for warning in compatibility_warnings(args):
-        print(f"render_trainjob: warning: {warning}", file=sys.stderr)
-    sys.stdout.write("---\n".join(to_yaml(d) for d in documents))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run("render_trainjob", parse_args, render, sys.argv[1:]))

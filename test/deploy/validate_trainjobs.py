@@ -222,7 +222,7 @@ def run_as_pods(dtrain):
 
 
 def render(argv):
-    return [yaml.safe_load(d) for d in "".join(render_trainjob.to_yaml(d) + "---\n"
+    return [yaml.safe_load(d) for d in "".join(render_mpijob.to_yaml(d) + "---\n"
                                               for d in render_trainjob.render(render_trainjob.parse_args(argv))
                                               ).split("---\n") if d.strip()]
 

@@ -190,7 +190,7 @@ def run_as_pods(dtrain):
     """The torchrun TrainJob's command in two local 'pods' with Trainer's PET_* variables: one job of 2."""
     torchrun = "/usr/bin/torchrun"
     if not os.access(torchrun, os.X_OK):
-        print(f"SKIP (part): no {torchrun} (Debian: python3-torch); the rendered torchrun command was not run")
+        print(f"SKIP: no {torchrun} (Debian: python3-torch); the rendered torchrun command was not run")
         return None
     job = render(["--launcher", "torchrun", "--platform", "usernetes", "--workers", "2", "--gpus-per-worker", "0",
                   "--image", "x", "--dtrain-args", "--synthetic --max-steps 6 --eval-samples 200"])[-1]

@@ -6,15 +6,19 @@
 # (LibTorch 2.11, CUDA 13) and `volta` (LibTorch 2.7.1, CUDA 12.6, for P100 and V100). Each runs the
 # tests labelled `config`, those that check a build against its LibTorch (unit tests, 2-rank MPI
 # training, link order, run log schema, --help, checkpoint replay), the [gpu] cases skipping without a
-# GPU. DTRAIN_TEST_CUDA=0 leaves the CUDA builds out (about 8 GB of PyPI packages and 10 minutes of 2
+# GPU. DTRAIN_TEST_CUDA=0 leaves the CUDA builds out (about 8 GB of PyPI packages and 8 minutes of 2
 # cores).
+# The CUDA half (downloads, then both compiles) runs beside the CPU build's tests, which leave part of
+# the 2 cores idle, in a cpu cgroup of the least weight: it gets the cycles the tests leave and gives
+# them back the moment a test wants them (below, at `idle_cgroup`); so does the CPU container image
+# that deploy_image tests, which then runs after the others. Where no such cgroup can be made (not root,
+# no cgroup v1 cpu controller), the compiles run after the tests, and deploy_image builds its image.
 # At the end, pass or fail, every test's time (slowest first) and what was skipped are printed
-# (scripts/ctest_summary.py, from ctest's JUnit files), and the whole run's time.
+# (scripts/ctest_summary.py, from ctest's JUnit files), then the time of each phase and of the run.
 # DTRAIN_TEST_JOBS=N runs N tests side by side (ctest counts a test of two busy ranks as two and runs
 # those marked RUN_SERIAL alone: test/CMakeLists.txt), with Open MPI's idle ranks yielding their core.
 # It is 1 by default: on a 2-core machine the CPU tests keep 1.1 to 1.8 cores busy one at a time, so
-# four side by side took as long as one after another, and the CUDA builds compiling at nice 19 beside
-# the tests slowed them and failed a Slurm case (docs/architecture.md, "Building and tests").
+# four side by side took as long as one after another (docs/architecture.md, "Building and tests").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$(date +%s)
@@ -22,62 +26,148 @@ cpu_build=${BUILD_DIR:-build}
 cuda_build=${CUDA_BUILD_DIR:-build-cuda}
 volta_build=${CUDA_VOLTA_BUILD_DIR:-build-cuda-volta}
 junit=ctest-junit.xml  # in each build folder
+junit_image=ctest-junit-image.xml  # the CPU build's deploy_image, when its image is built beside the tests
 cuda=${DTRAIN_TEST_CUDA:-1}
 jobs=${DTRAIN_TEST_JOBS:-1}
-torch_install=""  # the background job installing PyPI's CUDA LibTorches
+cuda_job=""     # the background job: PyPI's CUDA LibTorches, then (beside the tests) both CUDA builds
+idle_cgroup=""  # the cpu cgroup it runs in, where one could be made
+test_image=""   # the CPU image built beside the tests for deploy_image
 cuda_ran=""
 volta_ran=""
+phases=()
+phase() { phases+=("$(printf '%6d s  %s' $(( $(date +%s) - phase_start )) "$1")"); phase_start=$(date +%s); }
+phase_start=$started
+
+# A cpu cgroup (v1) of the least weight, cpu.shares 2 against the 1024 of everything else: the kernel
+# runs its processes only on a core nothing else wants. Nice 19 was measured not to do that here
+# (docs/architecture.md, "Building and tests"): with the kernel's autogroups, niceness weighs only
+# against processes of the same session, and the Slurm daemons and the emulated nodes' ranks run in
+# sessions of their own, where a niced compile took a full share against them.
+make_idle_cgroup() {
+  local dir=/sys/fs/cgroup/cpu/dtrain-test-$$
+  [ "$(id -u)" -eq 0 ] && [ -f /sys/fs/cgroup/cpu/cpu.shares ] || return 0
+  mkdir "$dir" 2>/dev/null || return 0
+  if echo 2 >"$dir/cpu.shares" 2>/dev/null; then idle_cgroup=$dir; else rmdir "$dir"; fi
+}
+# Ends every process of the CUDA half (pip, cmake, ninja, the compilers: one process group) and removes
+# its cgroup once empty.
+end_cuda_job() {
+  local pids
+  if [ -n "$cuda_job" ]; then
+    kill -- -"$cuda_job" 2>/dev/null || true
+    sleep 1
+    kill -KILL -- -"$cuda_job" 2>/dev/null || true
+    cuda_job=""
+  fi
+  if [ -n "$idle_cgroup" ]; then  # and whatever left the process group stays in the cgroup
+    for _ in $(seq 1 50); do
+      pids=$(cat "$idle_cgroup/cgroup.procs" 2>/dev/null || true)
+      [ -n "$pids" ] || break
+      kill -KILL $pids 2>/dev/null || true
+      sleep 0.1
+    done
+    rmdir "$idle_cgroup" 2>/dev/null || echo "test: could not remove the cgroup $idle_cgroup" >&2
+    idle_cgroup=""
+  fi
+}
 finish() {
   local status=$?
-  if [ -n "$torch_install" ]; then kill "$torch_install" 2>/dev/null || true; fi  # a failed CPU run stops it
-  /usr/bin/python3 scripts/ctest_summary.py "cpu=$cpu_build/$junit" \
+  end_cuda_job  # a failed CPU run ends the CUDA half
+  if [ -n "$test_image" ]; then STORAGE_DRIVER=vfs buildah rmi "$test_image" >/dev/null 2>&1 || true; fi
+  /usr/bin/python3 scripts/ctest_summary.py "cpu=$cpu_build/$junit" ${test_image:+"cpu=$cpu_build/$junit_image"} \
     ${cuda_ran:+"cuda-current=$cuda_build/$junit"} ${volta_ran:+"cuda-volta=$volta_build/$junit"} || true
+  [ ${#phases[@]} -eq 0 ] || printf 'test: %s\n' "${phases[@]}"
   echo "test: $(( $(date +%s) - started )) s in all, exit $status"
 }
 trap finish EXIT
 
 bash scripts/install_deps.sh
-rm -f "$cpu_build/$junit" "$cuda_build/$junit" "$volta_build/$junit"
+phase "install_deps.sh"
+rm -f "$cpu_build/$junit" "$cpu_build/$junit_image" "$cuda_build/$junit" "$volta_build/$junit"
+# The CUDA builds prove that the GPU code compiles and links against each CUDA LibTorch, and their tests
+# run on the CPU: here they are optimised at -O1, not -O3, which compiles the whole `current` build in
+# 258 s instead of 368 (2 cores, no compile cache; their `config` tests pass either way). GPU hosts
+# (scripts/gpu_host.sh) and the images build at -O3. The Volta/Pascal configuration differs only in its
+# LibTorch (and CUDA 12): it builds only the executables its `config` tests run (its unit tests check
+# the kernel inventory against the real libtorch_cuda.so).
+cuda_flags=(-DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG")
+build_cuda_current() { BUILD_DIR=$cuda_build bash scripts/build_cuda.sh current "${cuda_flags[@]}"; }
+build_cuda_volta() {
+  BUILD_DIR=$volta_build BUILD_TARGETS="dtrain dtrain_unit_tests dtrain_mpi_tests dtrain_fuzz_replay" \
+    bash scripts/build_cuda.sh volta "${cuda_flags[@]}"
+}
 if [ "$cuda" = 1 ]; then
-  # PyPI's CUDA LibTorches (about 3 GB each to download) come in while the CPU build compiles and tests.
-  torch_log=$(mktemp)
-  { bash scripts/install_cuda_torch.sh current && bash scripts/install_cuda_torch.sh volta; } >"$torch_log" 2>&1 &
-  torch_install=$!
+  make_idle_cgroup
+  # Only for the whole suite: arguments for ctest (-R, -E) choose the tests themselves.
+  if [ -n "$idle_cgroup" ] && [ $# -eq 0 ] && command -v buildah >/dev/null; then
+    test_image=localhost/dtrain:cpu-test-$$
+  fi
+  cuda_log=$(mktemp)
+  # PyPI's CUDA LibTorches (about 3 GB each) download while the CPU build compiles and tests, at the
+  # usual priority (a download starved for minutes could lose its connection); with the idle cgroup both
+  # CUDA builds then compile there, and the image for deploy_image is built. Its own process group
+  # (set -m), for end_cuda_job.
+  set -m
+  {
+    bash scripts/install_cuda_torch.sh current
+    bash scripts/install_cuda_torch.sh volta
+    if [ -n "$idle_cgroup" ]; then
+      echo "$BASHPID" >"$idle_cgroup/cgroup.procs"
+      ionice -c 3 -p "$BASHPID" 2>/dev/null || true  # the disk too, as far as its I/O scheduler does classes
+      build_cuda_current
+      build_cuda_volta
+      # A failed build here is not the end: deploy_image then builds the image itself, and fails there.
+      if [ -n "$test_image" ]; then bash test/deploy/image_test.sh cpu --build-only "$test_image" || true; fi
+    fi
+  } >"$cuda_log" 2>&1 &
+  cuda_job=$!
+  set +m
 fi
 bash scripts/build.sh -DDTRAIN_BUILD_TESTS=ON -DDTRAIN_BUILD_BENCH=ON
+phase "CPU build"
 . scripts/mpi_env.sh
 # Side by side, ranks waiting in an MPI call yield their core to the other tests' processes.
 if [ "$jobs" -gt 1 ]; then export OMPI_MCA_mpi_yield_when_idle=1; fi
 # The JUnit file keeps every passed test's whole output, where the summary finds its SKIP: lines.
-ctest_args=(--output-on-failure --timeout 900 -j "$jobs" --output-junit "$junit" --test-output-size-passed 1000000)
-ctest --test-dir "$cpu_build" "${ctest_args[@]}" "$@"
+ctest_args=(--output-on-failure --timeout 900 -j "$jobs" --test-output-size-passed 1000000)
+ctest --test-dir "$cpu_build" "${ctest_args[@]}" --output-junit "$junit" ${test_image:+-E '^deploy_image$'} "$@"
+phase "CPU build's tests${idle_cgroup:+ (the CUDA half beside them, in $idle_cgroup)}"
 
 if [ "$cuda" != 1 ]; then
   echo "test: DTRAIN_TEST_CUDA=$cuda: the CUDA builds (scripts/build_cuda.sh current|volta) were left out"
   exit 0
 fi
-if ! wait "$torch_install"; then
-  torch_install=""
-  cat "$torch_log" >&2
-  echo "test: installing PyPI's CUDA LibTorch failed (scripts/install_cuda_torch.sh)" >&2
+if ! wait "$cuda_job"; then
+  cuda_job=""
+  tail -n 60 "$cuda_log" >&2
+  echo "test: the CUDA half failed (scripts/install_cuda_torch.sh or scripts/build_cuda.sh; the end of its log above)" >&2
   exit 1
 fi
-torch_install=""
-rm -f "$torch_log"
-# The CUDA builds prove that the GPU code compiles and links against each CUDA LibTorch, and their tests
-# run on the CPU: here they are optimised at -O1, not -O3, which compiles the whole `current` build in
-# 258 s instead of 368 (2 cores, no compile cache; their `config` tests pass either way). GPU hosts
-# (scripts/gpu_host.sh) and the images build at -O3.
-cuda_flags=(-DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG")
-BUILD_DIR=$cuda_build bash scripts/build_cuda.sh current "${cuda_flags[@]}"
+cuda_job=""
+if [ -n "$idle_cgroup" ]; then
+  cat "$cuda_log"
+  phase "the rest of the CUDA builds${test_image:+ and the image}, alone"
+  if [ -n "$test_image" ]; then
+    image=()
+    if STORAGE_DRIVER=vfs buildah inspect --type image "$test_image" >/dev/null 2>&1; then
+      image=(env "DTRAIN_TEST_IMAGE=$test_image")
+    fi
+    "${image[@]}" ctest --test-dir "$cpu_build" "${ctest_args[@]}" --output-junit "$junit_image" -R '^deploy_image$'
+    phase "deploy_image"
+  fi
+else
+  phase "the rest of the CUDA downloads"
+  build_cuda_current
+  phase "CUDA current build"
+fi
+rm -f "$cuda_log"
 # On a machine without a GPU, a CUDA build's `config` tests check its linking and its LibTorch; the rest
 # would run the CPU build's code again (e2e_dtrain alone 225 s of the `current` build's tests when it
 # ran them all). GPU hosts run them all against the CUDA LibTorch (scripts/gpu_host.sh test).
 cuda_ran=1
-ctest --test-dir "$cuda_build" "${ctest_args[@]}" -L config "$@"
-# The Volta/Pascal configuration differs only in its LibTorch (and CUDA 12): only the executables the
-# `config` tests run (its unit tests check the kernel inventory against the real libtorch_cuda.so).
-BUILD_DIR=$volta_build BUILD_TARGETS="dtrain dtrain_unit_tests dtrain_mpi_tests dtrain_fuzz_replay" \
-  bash scripts/build_cuda.sh volta "${cuda_flags[@]}"
+ctest --test-dir "$cuda_build" "${ctest_args[@]}" --output-junit "$junit" -L config "$@"
+phase "CUDA current's config tests"
+if [ -z "$idle_cgroup" ]; then build_cuda_volta; phase "CUDA volta build"; fi
 volta_ran=1
-ctest --test-dir "$volta_build" "${ctest_args[@]}" -L config "$@"
+ctest --test-dir "$volta_build" "${ctest_args[@]}" --output-junit "$junit" -L config "$@"
+phase "CUDA volta's config tests"

@@ -10,30 +10,48 @@
 #        machines; CI runs cpu; the CUDA images download 3-4 GB each: on a 2-core VM the whole test took
 #        5 min (cuda) and 7 min (cuda-volta)).
 #        DTRAIN_TEST_IMAGE=TAG tests an image built before instead of building one.
+#        image_test.sh KIND --build-only TAG builds the image this test would build, tagged TAG, and
+#        stops (scripts/test.sh builds it so beside the other tests, then tests it).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 kind=${1:-cpu}
+build_only=""
+if [ "${2:-}" = --build-only ]; then
+  build_only=${3:-}
+  [ -n "$build_only" ] || { echo "image_test: --build-only needs the image's TAG" >&2; exit 2; }
+fi
 case "$kind" in cpu|cuda|cuda-volta) ;; *) echo "image_test: kind must be cpu, cuda or cuda-volta, got '$kind'" >&2; exit 2 ;; esac
 export STORAGE_DRIVER=vfs
 tag=localhost/dtrain:$kind-test
 # shellcheck source=../support/checks.sh
 . "$root/test/support/checks.sh"
 
+# build TAG: the image under test, with its build log's end on failure.
+build() {
+  local start log
+  start=$(date +%s)
+  log=$(mktemp -t "dtrain-image-build-$kind.XXXXXX")  # kept when the build fails
+  # dtrain at -O1: what is tested here does not depend on the optimisation, and the image's compile is
+  # most of this test's time (-O3 by default, as users build it).
+  if ! bash "$root/scripts/build_image.sh" "$kind" --tag "$1" --cxx-flags "-O1 -DNDEBUG" >"$log" 2>&1; then
+    tail -n 40 "$log"
+    echo "FAIL: image build (its whole log: $log)"
+    return 1
+  fi
+  rm -f "$log"
+  echo "image built in $(( $(date +%s) - start )) s: $(buildah images --format '{{.Name}}:{{.Tag}} {{.Size}}' "$1")"
+}
+if [ -n "$build_only" ]; then
+  build "$build_only"
+  exit
+fi
 if [ -n "${DTRAIN_TEST_IMAGE:-}" ]; then
   tag=$DTRAIN_TEST_IMAGE  # test an image built before, and keep it
   buildah inspect --type image "$tag" >/dev/null || { echo "FAIL: no image '$tag'"; exit 1; }
   echo "testing $(buildah images --format '{{.Name}}:{{.Tag}} {{.Size}}' "$tag")"
   cleanup_image=""
 else
-  start=$(date +%s)
-  log=${TMPDIR:-/tmp}/dtrain-image-build-$kind.log
-  # dtrain at -O1: what is tested here does not depend on the optimisation, and the image's compile is
-  # most of this test's time (-O3 by default, as users build it).
-  if ! bash "$root/scripts/build_image.sh" "$kind" --tag "$tag" --cxx-flags "-O1 -DNDEBUG" >"$log" 2>&1; then
-    tail -n 40 "$log"
-    echo "FAIL: image build"; exit 1
-  fi
-  echo "image built in $(( $(date +%s) - start )) s: $(buildah images --format '{{.Name}}:{{.Tag}} {{.Size}}' "$tag")"
+  build "$tag" || exit 1
   cleanup_image="buildah rmi $tag"
 fi
 

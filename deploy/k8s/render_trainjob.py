@@ -13,6 +13,8 @@ workload, for the same platforms and images as render_mpijob.py, in either of th
             GPUs) and `launcher` (started once the nodes are ready; the job succeeds when it does), and the
             TrainJob that uses it. The launcher runs `time mpirun ... dtrain ...` with the options the MPIJob
             renders carry (the hostfile Trainer writes at /etc/mpi/hostfile, sshd on port 2222, TCP keepalives).
+            The runtime restarts the job after a failure worth retrying (--max-restarts times) and fails it
+            at once when dtrain exits with a status a restart would meet again (NO_RESTART_EXIT_CODES).
 
 Pod settings the TrainJob's `trainer` cannot carry (security contexts, the grace period for signals,
 /dev/shm, GKE's node selector and GPU toleration) go into a `runtimePatches` entry of manager
@@ -41,6 +43,11 @@ TORCHRUN_RESERVED_ENV = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "P
 # Trainer's MPI plugin sets these on the launcher; likewise refused in a TrainJob.
 MPI_RESERVED_ENV = ("OMPI_MCA_orte_default_hostfile", "OMPI_MCA_plm_rsh_args", "OMPI_MCA_orte_keep_fqdn_hostnames",
                     "OMPI_MCA_orte_set_default_slots")
+# dtrain's exit statuses that a restart meets again (docs/failures.md, "Exit statuses"): configuration (2),
+# data or checkpoint files (3), a NaN or infinite loss (4), a write that failed (5: a full disk stays full).
+# The launcher passes them on: mpirun exits with the first failed rank's status, the entrypoint with
+# mpirun's. Every other failure (6: a peer lost or cut off; 128 + N: stopped by a signal; 1) restarts the job.
+NO_RESTART_EXIT_CODES = (2, 3, 4, 5)
 
 
 def parse_args(argv):
@@ -48,6 +55,8 @@ def parse_args(argv):
     add_common_arguments(p, "pods (nodes), e.g. 2, 4, 8, 16, 32", "per rank",
                          "TrainJob name (default dtrain-<workload>-<platform>-<launcher>-<workers>)")
     p.add_argument("--launcher", default="torchrun", help="|".join(LAUNCHERS))
+    p.add_argument("--max-restarts", type=int, default=None,
+                   help="mpirun: how often the job restarts after a failure worth retrying (default 3)")
     return p.parse_args(argv)
 
 
@@ -55,6 +64,13 @@ def check(args):
     check_common(args)
     if args.launcher not in LAUNCHERS:
         raise UsageError(f"unknown launcher '{args.launcher}'; expected one of: {', '.join(LAUNCHERS)}")
+    if args.max_restarts is not None and args.launcher != "mpirun":
+        raise UsageError("--max-restarts is for --launcher mpirun: Trainer's torch-distributed runtime has no "
+                         "failure policy a TrainJob can set")
+    if args.max_restarts is None:
+        args.max_restarts = 3
+    if args.max_restarts < 0:
+        raise UsageError(f"--max-restarts must be 0 or more, got {args.max_restarts}")
     default = f"dtrain-{args.workload}-{args.platform}-{args.launcher}-{args.workers}".replace("_", "-").replace(".", "-")
     name = args.name or default
     # JobSet names a pod's host <name>-<replicated job>-<job index>-<pod index> under the subdomain <name>.
@@ -125,6 +141,21 @@ def torchrun_job(name, args):
                       "trainer": trainer, "runtimePatches": [patch]}}]
 
 
+def restart_rules(args):
+    """The JobSet's failurePolicy and its replicated jobs' Job settings: a launcher that exits with a status a
+    restart meets again fails its Job by its Pod failure policy, and that reason fails the whole job at
+    once; any other failure of the launcher or of a node restarts every pod (an MPI world is not mended in
+    place), --max-restarts times at most."""
+    failure_policy = {"maxRestarts": args.max_restarts, "rules": [
+        {"name": "inputsAndDivergence", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"],
+         "targetReplicatedJobs": ["launcher"]}]}
+    launcher_job = {"backoffLimit": 0, "podFailurePolicy": {"rules": [
+        {"action": "FailJob",
+         "onExitCodes": {"containerName": "node", "operator": "In", "values": list(NO_RESTART_EXIT_CODES)}}]}}
+    node_job = {"backoffLimit": 0}
+    return failure_policy, launcher_job, node_job
+
+
 def mpirun_job(name, args):
     labels = labels_for(args)
     slots = max(1, args.gpus_per_worker)
@@ -143,8 +174,11 @@ def mpirun_job(name, args):
     launcher = {"name": "node", "image": args.image, "imagePullPolicy": "IfNotPresent",
                 "command": ["dtrain-entrypoint", "launcher"], "env": network_env(args.platform),
                 "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}, "securityContext": container_security}
+    # A Pod failure policy needs pods that are not restarted in place.
     launcher_pod = {"securityContext": pod_security, "terminationGracePeriodSeconds": args.grace_s,
-                    "containers": [launcher]}
+                    "restartPolicy": "Never", "containers": [launcher]}
+    node_pod["restartPolicy"] = "Never"
+    failure_policy, launcher_job, node_job = restart_rules(args)
     runtime_name = name
     runtime = {
         "apiVersion": API_VERSION, "kind": "TrainingRuntime", "metadata": metadata(runtime_name, args, labels),
@@ -158,12 +192,14 @@ def mpirun_job(name, args):
                 # Pods find each other by name before they are ready (mpirun's ssh to the nodes).
                 "network": {"publishNotReadyAddresses": True},
                 "successPolicy": {"operator": "All", "targetReplicatedJobs": ["launcher"]},
+                "failurePolicy": failure_policy,
                 "replicatedJobs": [
-                    {"name": "node", "template": {"spec": {"template": {"metadata": {"labels": labels},
-                                                                       "spec": node_pod}}}},
+                    {"name": "node", "template": {"spec": {
+                        **node_job, "template": {"metadata": {"labels": labels}, "spec": node_pod}}}},
                     {"name": "launcher", "dependsOn": [{"name": "node", "status": "Ready"}],
                      "template": {"metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-                                  "spec": {"template": {"metadata": {"labels": labels}, "spec": launcher_pod}}}},
+                                  "spec": {**launcher_job,
+                                           "template": {"metadata": {"labels": labels}, "spec": launcher_pod}}}},
                 ]}},
         },
     }

@@ -13,7 +13,10 @@ render, offline, as validate_manifests.py does for MPIJobs:
 3. against dtrain's contract: torchrun with Debian's log flags and `--no_python dtrain`, NCCL on GPUs and
    Gloo on CPUs; `time mpirun --hostfile /etc/mpi/hostfile -np workers x slots` with sshd's port; GPUs only
    on the nodes; /dev/shm; --stop-timeout-s 10 s inside the grace period; GKE's node selector; Kueue's label;
-4. for OpenShift, the restricted Pod Security Standard.
+4. for OpenShift, the restricted Pod Security Standard;
+5. the restart rules of the mpirun runtime, against the rules Kubernetes' API server (a Pod failure
+   policy's) and JobSet's webhook (v0.8: failure policy rules) check, and against docs/failures.md: the
+   exit statuses that fail the job at once are exactly those its table says a retry cannot fix.
 It proves that the checks bite (a misspelt field, a wrong runtimeRef, a reserved variable) and feeds the
 renderer broken inputs. Given DTRAIN (and Debian's torchrun), it also runs a rendered torchrun TrainJob's
 command as two pods would, with the PET_* variables Trainer's torch plugin sets, and checks that they
@@ -31,6 +34,8 @@ import socket
 import subprocess
 import sys
 import tempfile
+
+import re
 
 import jsonschema
 import yaml
@@ -128,6 +133,66 @@ def mpi_runtime_rules(what, runtime):
         fail(what, "the job must succeed when the launcher does")
     if mpi.get("sshAuthMountPath") != f"{render_mpijob.HOME}/.ssh":
         fail(what, "Trainer's SSH keys must land in the image user's ~/.ssh")
+
+
+# JobSet's webhook (jobset_webhook.go): the reasons a failure policy rule may name, and its names' form.
+JOBSET_FAILURE_REASONS = {"BackoffLimitExceeded", "DeadlineExceeded", "FailedIndexes", "MaxFailedIndexesExceeded",
+                          "PodFailurePolicy"}
+JOBSET_RULE_NAME = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+
+
+def no_retry_statuses():
+    """The exit statuses docs/failures.md's table says a retry does not fix (its retry? cell neither yes
+    nor maybe): the ones a restart would meet again."""
+    statuses = []
+    for line in open(os.path.join(vm.ROOT, "docs", "failures.md")):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].isdigit() and cells[2] and not cells[2].startswith(("yes", "maybe")):
+            statuses.append(int(cells[0]))
+    return statuses
+
+
+def restart_rules(what, runtime, max_restarts):
+    """What the API server and JobSet's webhook check of the restart rules, and dtrain's side of them."""
+    spec = runtime["spec"]["template"]["spec"]
+    jobs = {name: (template, pod) for name, template, pod in pod_templates(runtime["spec"])}
+    policy = spec.get("failurePolicy", {})
+    if policy.get("maxRestarts") != max_restarts:
+        fail(what, f"failurePolicy.maxRestarts {policy.get('maxRestarts')}, expected {max_restarts}")
+    for rule in policy.get("rules", []):
+        if not JOBSET_RULE_NAME.match(rule.get("name", "")):
+            fail(what, f"JobSet refuses the failure policy rule name {rule.get('name')!r}")
+        if not set(rule.get("onJobFailureReasons", [])) <= JOBSET_FAILURE_REASONS:
+            fail(what, f"JobSet refuses the job failure reasons {rule.get('onJobFailureReasons')}")
+        if not set(rule.get("targetReplicatedJobs", [])) <= set(jobs):
+            fail(what, f"a failure policy rule targets {rule.get('targetReplicatedJobs')}, not replicated jobs")
+    fail_at_once = [r for r in policy.get("rules", []) if r.get("action") == "FailJobSet"
+                    and r.get("onJobFailureReasons") == ["PodFailurePolicy"] and r.get("targetReplicatedJobs") == ["launcher"]]
+    if not fail_at_once:
+        fail(what, "no rule fails the job when the launcher's Pod failure policy failed its Job")
+    for name, (template, pod) in jobs.items():
+        if template["spec"].get("backoffLimit") != 0:
+            fail(what, f"{name}: a failed pod must fail its Job (backoffLimit 0), for the JobSet to restart all of them")
+        pfp = template["spec"].get("podFailurePolicy")
+        if pfp is None:
+            continue
+        if pod.get("restartPolicy") != "Never":  # the API server's rule
+            fail(what, f"{name}: a Pod failure policy needs restartPolicy Never, got {pod.get('restartPolicy')}")
+        for rule in pfp["rules"]:
+            codes = rule.get("onExitCodes")
+            if not codes:
+                continue
+            if codes.get("containerName") not in {c["name"] for c in pod["containers"]}:
+                fail(what, f"{name}: onExitCodes names container {codes.get('containerName')!r}, which the pod lacks")
+            values = codes["values"]
+            if values != sorted(set(values)) or (codes["operator"] == "In" and 0 in values):
+                fail(what, f"{name}: onExitCodes values must be sorted, distinct and, for In, without 0: {values}")
+    launcher_rules = jobs["launcher"][0]["spec"].get("podFailurePolicy", {}).get("rules", [])
+    failing = sorted(v for r in launcher_rules if r.get("action") == "FailJob"
+                     for v in r.get("onExitCodes", {}).get("values", []))
+    if failing != no_retry_statuses():
+        fail(what, f"the launcher fails the job at once on {failing}; docs/failures.md says a retry cannot fix "
+                   f"{no_retry_statuses()}")
 
 
 def dtrain_contract(what, job, runtime, platform, workers, gpus, accelerator, queue):
@@ -253,6 +318,8 @@ def main():
                 fail(what, error)
             trainer_rules(what, job, runtime)
             dtrain_contract(what, job, runtime, platform, workers, gpus, accelerator, queue)
+            if runtime:
+                restart_rules(what, runtime, 3)
             rendered += 1
 
     # The checks must catch what they are for.
@@ -288,7 +355,30 @@ def main():
         else:
             del vm.failures[before:]
 
+    # The restart rules' checks bite too: a pod restarted in place under a Pod failure policy, and a launcher
+    # that would restart on a bad configuration.
+    restarting = copy.deepcopy(runtime)
+    launcher_rjob = next(r for r in restarting["spec"]["template"]["spec"]["replicatedJobs"] if r["name"] == "launcher")
+    launcher_rjob["template"]["spec"]["template"]["spec"]["restartPolicy"] = "OnFailure"
+    retrying = copy.deepcopy(runtime)
+    launcher_rjob = next(r for r in retrying["spec"]["template"]["spec"]["replicatedJobs"] if r["name"] == "launcher")
+    launcher_rjob["template"]["spec"]["podFailurePolicy"]["rules"][0]["onExitCodes"]["values"] = [3, 4, 5]
+    for what, broken_runtime in (("restartPolicy OnFailure with a Pod failure policy", restarting),
+                                 ("a launcher that restarts on exit 2", retrying)):
+        before = len(vm.failures)
+        restart_rules("self-check", broken_runtime, 3)
+        if len(vm.failures) == before:
+            fail("self-check", f"the restart rules' checks accepted {what}")
+        else:
+            del vm.failures[before:]
+    runtime_5 = render(["--launcher", "mpirun", "--platform", "usernetes", "--workers", "2", "--gpus-per-worker", "0",
+                        "--image", "x", "--max-restarts", "5"])[0]
+    restart_rules("--max-restarts 5", runtime_5, 5)
+
     broken = [
+        (["--launcher", "mpirun", "--platform", "usernetes", "--workers", "2", "--max-restarts", "-1"],
+         "--max-restarts must be 0 or more"),
+        (["--platform", "usernetes", "--workers", "2", "--max-restarts", "2"], "--max-restarts is for --launcher mpirun"),
         (["--launcher", "srun", "--platform", "gke", "--workers", "2", "--gpus-per-worker", "0"], "unknown launcher 'srun'"),
         (["--platform", "gke", "--workers", "2", "--gpus-per-worker", "0", "--queue", "Team_A"],
          "--queue 'Team_A' is not a LocalQueue name"),
@@ -314,7 +404,8 @@ def main():
         return 1
     print(f"validate_trainjobs: {rendered} TrainJobs valid (strict Trainer v2.3 CRDs, Trainer's webhook and plugin rules, "
           f"dtrain contract, restricted PSS for OpenShift); the checks caught a misspelt field, a wrong runtimeRef, "
-          f"a reserved variable and a runtime with two trainers; {len(broken)} broken inputs rejected"
+          f"a reserved variable, a runtime with two trainers and restart rules that would restart a bad configuration; "
+          f"{len(broken)} broken inputs rejected"
           + (f"; the torchrun TrainJob's command trained as two pods with Trainer's PET_* variables ({launcher})"
              if launcher else ""))
     return 0

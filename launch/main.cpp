@@ -49,6 +49,7 @@
 #include "runtime/util/error.h"
 #include "runtime/util/stop_signals.h"
 #include "runtime/util/strings.h"
+#include "runtime/util/terminal.h"
 #include "runtime/util/timer.h"
 #include "workloads/registry.h"
 
@@ -156,7 +157,7 @@ int remove_memory_copies(const std::string& memory_dir) {
   }
   const MemorySweep sweep = sweep_memory_copies(root, SweepScope::kUnneeded);
   if (!sweep.problem.empty()) {
-    std::cerr << "dtrain: error: " << sweep.problem << std::endl;
+    print_line_to_stderr("dtrain: error: " + sweep.problem);
     return kExitConfig;
   }
   char freed[32];
@@ -288,7 +289,7 @@ int Job::run(int argc, char** argv) {
       if (cmd.print_config) std::cout << to_yaml(cmd.config, schema_);
       std::cout << std::flush;
       if (!std::cout) {
-        std::cerr << "dtrain: error: cannot write to standard output" << std::endl;
+        print_line_to_stderr("dtrain: error: cannot write to standard output");
         return kExitIo;
       }
     }
@@ -507,15 +508,15 @@ void Job::start_heartbeat(double timeout_s) {
       const Failure failure = failure_of([&] {
         store_heartbeat_ = std::make_unique<StoreHeartbeat>(session_, activity_, StoreHeartbeatOptions{});
       });
-      if (failure.failed()) std::cerr << session_.origin().prefix() << "dtrain: note: " << failure.message << std::endl;
+      if (failure.failed()) print_line_to_stderr(session_.origin().prefix() + "dtrain: note: " + failure.message);
     }
     return;
   }
   if (!mpi->thread_multiple) {
     if (session_.is_root()) {
-      std::cerr << "dtrain: note: this MPI provides no MPI_THREAD_MULTIPLE, so no heartbeat runs: a stuck rank "
-                   "still fails the job after comm.timeout_s, but cannot be named"
-                << std::endl;
+      print_line_to_stderr(
+          "dtrain: note: this MPI provides no MPI_THREAD_MULTIPLE, so no heartbeat runs: a stuck rank "
+          "still fails the job after comm.timeout_s, but cannot be named");
     }
     return;
   }
@@ -540,9 +541,9 @@ void Job::warn(const std::string& message) {
       logger->warning(message);
       return;
     }
-    std::cerr << "dtrain: warning: " << message << std::endl;
+    print_line_to_stderr("dtrain: warning: " + message);
   } else {
-    std::cerr << session_.origin().prefix() << "dtrain: warning: " << message << std::endl;
+    print_line_to_stderr(session_.origin().prefix() + "dtrain: warning: " + message);
   }
 }
 
@@ -556,7 +557,7 @@ void Job::retire_memory_copy_after_failure() {
 int Job::fail_together(const Failure& failure) {
   retire_memory_copy_after_failure();
   if (session_.is_root()) {
-    std::cerr << "dtrain: error: " << failure.text() << std::endl;
+    print_line_to_stderr("dtrain: error: " + failure.text());
     if (RunLogger* logger = log_sink_.load()) {
       logger->error(failure.message, std::max(failure.origin.rank, 0), activity_.snapshot());
     }
@@ -571,7 +572,7 @@ int Job::fail_alone(Failure failure) {
     failure.origin.rank = session_.rank();
     failure.origin.world_size = session_.world_size();
   }
-  std::cerr << "dtrain: error: " << failure.text() << std::endl;
+  print_line_to_stderr("dtrain: error: " + failure.text());
   retire_memory_copy_after_failure();
   if (session_.is_root()) {
     if (RunLogger* logger = log_sink_.load()) logger->error(failure.message, 0, activity_.snapshot());
@@ -603,9 +604,9 @@ std::unique_ptr<Session> start_session(int* argc, char*** argv, const LauncherEn
     // A worker whose agent is gone can only hold the others up: end it at once, from the watcher's
     // thread, whatever this worker is waiting for.
     auto on_agent_gone = [origin = ErrorOrigin{env.rank, env.world_size, {}}](pid_t agent) {
-      std::cerr << origin.prefix() << "dtrain: error: the torchrun agent that started this worker (pid " << agent
-                << ") is gone; stopping, so that the other workers fail fast and their agents restart without this one"
-                << std::endl;
+      dtrain::print_line_to_stderr(
+          origin.prefix() + "dtrain: error: the torchrun agent that started this worker (pid " + std::to_string(agent) +
+          ") is gone; stopping, so that the other workers fail fast and their agents restart without this one");
       std::_Exit(kExitComm);
     };
     return std::make_unique<StoreSession>(env, comm.timeout_s, on_agent_gone);
@@ -636,10 +637,10 @@ int main(int argc, char** argv) {
   try {
     session = dtrain::start_session(&argc, &argv, launcher, schema);
   } catch (const dtrain::Error& e) {
-    std::cerr << "dtrain: error: " << e.what() << std::endl;
+    dtrain::print_line_to_stderr(std::string("dtrain: error: ") + e.what());
     return dtrain::exit_code_of(e);
   } catch (const std::exception& e) {
-    std::cerr << "dtrain: cannot start: " << e.what() << std::endl;
+    dtrain::print_line_to_stderr(std::string("dtrain: cannot start: ") + e.what());
     return dtrain::kExitComm;
   }
   dtrain::Job job(*session, launcher, registry, schema, dtrain::unix_now_s());

@@ -12,6 +12,7 @@
 
 #include "runtime/bootstrap/mpi_detail.h"
 #include "runtime/util/strings.h"
+#include "runtime/util/terminal.h"
 
 namespace dtrain {
 namespace {
@@ -496,7 +497,7 @@ struct Heartbeat::State {
       if (callbacks.on_warning) {
         callbacks.on_warning(w);
       } else {
-        std::cerr << ErrorOrigin{rank, world_size, {}}.prefix() << "dtrain: warning: " << w << std::endl;
+        print_line_to_stderr(ErrorOrigin{rank, world_size, {}}.prefix() + "dtrain: warning: " + w);
       }
     }
   }

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "runtime/bootstrap/parent_watch.h"
+#include "runtime/util/terminal.h"
 
 namespace dtrain {
 namespace {
@@ -75,8 +76,8 @@ std::string wait_for_resolution(const std::string& host, std::chrono::steady_clo
                                 const ErrorOrigin& origin, double timeout_s) {
   std::string problem = resolution_problem(host);
   if (problem.empty()) return "";
-  std::cerr << origin.prefix() << "dtrain: warning: " << problem << "; retrying until comm.timeout_s ("
-            << static_cast<int64_t>(timeout_s) << " s)" << std::endl;
+  print_line_to_stderr(origin.prefix() + "dtrain: warning: " + problem + "; retrying until comm.timeout_s (" +
+                       std::to_string(static_cast<int64_t>(timeout_s)) + " s)");
   while (!problem.empty() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     problem = resolution_problem(host);

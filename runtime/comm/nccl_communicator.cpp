@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "runtime/device/cuda_check.h"
+#include "runtime/util/terminal.h"
 
 namespace dtrain {
 namespace {
@@ -140,7 +141,7 @@ struct NcclState {
     if (options.on_fatal) {
       options.on_fatal(error);
     } else {
-      std::cerr << error.what() << std::endl;
+      print_line_to_stderr(error.what());
       std::abort();
     }
   }

@@ -421,7 +421,7 @@ void RunLogger::stopped_at_once(const StopRecord& r) noexcept {
     events_->append(json_line(stopped_record(event("stopped"), r)) + "\n");
     events_->sync();
   } catch (const std::exception& e) {
-    std::cerr << "dtrain: the run log has no record of this stop: " << e.what() << std::endl;
+    print_line_to_stderr(std::string("dtrain: the run log has no record of this stop: ") + e.what());
   }
 }
 
@@ -490,7 +490,7 @@ void RunLogger::warning(const std::string& message) {
   if (!is_root_) return;
   std::lock_guard<std::mutex> lock(mutex_);
   meter_->clear();
-  std::cerr << "dtrain: warning: " << message << std::endl;
+  print_line_to_stderr("dtrain: warning: " + message);
   JsonRecord record = event("warning");
   record["message"] = message;
   write_event(record);
@@ -499,7 +499,7 @@ void RunLogger::warning(const std::string& message) {
 void RunLogger::rank_warning(int rank, const std::string& message) {
   const std::string line = "rank " + std::to_string(rank) + ": " + message;
   if (!is_root_) {
-    std::cerr << "dtrain: warning: " << line << std::endl;
+    print_line_to_stderr("dtrain: warning: " + line);
     return;
   }
   warning(line);
@@ -519,7 +519,7 @@ void RunLogger::error(const std::string& message, int rank, const ActivitySnapsh
     write_event(record);
     events_->sync();
   } catch (const std::exception& e) {
-    std::cerr << "dtrain: the run log has no record of this error: " << e.what() << std::endl;
+    print_line_to_stderr(std::string("dtrain: the run log has no record of this error: ") + e.what());
   }
 }
 

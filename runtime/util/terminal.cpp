@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <iostream>
 #include <string>
 
 namespace dtrain {
@@ -27,6 +28,14 @@ bool stderr_reaches_terminal() {
   if (::isatty(STDERR_FILENO) == 1) return true;
   if (std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr) return false;
   return fd_of_process_is_terminal(::getppid(), STDERR_FILENO);
+}
+
+void print_line_to_stderr(const std::string& line) {
+  std::string whole;
+  whole.reserve(line.size() + 1);
+  whole += line;
+  whole += '\n';
+  std::cerr << whole << std::flush;  // one insertion: one write(2) through unbuffered stderr
 }
 
 }  // namespace dtrain

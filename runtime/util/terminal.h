@@ -2,6 +2,8 @@
 // bar redrawn in place and plain progress lines.
 #pragma once
 
+#include <string>
+
 namespace dtrain {
 
 // True when stderr is a terminal, or when Open MPI started this process (OMPI_COMM_WORLD_SIZE is set)
@@ -9,5 +11,11 @@ namespace dtrain {
 // terminal: Open MPI gives each rank's stderr a pipe to the launcher, which copies it there, and tells
 // the ranks nothing about that terminal in their environment.
 bool stderr_reaches_terminal();
+
+// Writes `line` and a newline to stderr in one write(2). A line written piece by piece (std::cerr is
+// unbuffered: each << is a write) can be split by what the process writes to stdout meanwhile, since a
+// launcher (mpirun, torchrun's --tee, a pod's log) copies the two streams separately: under mpirun a
+// warning once arrived as "dtrain: warning: " with a stdout line between it and its text.
+void print_line_to_stderr(const std::string& line);
 
 }  // namespace dtrain

@@ -6,8 +6,8 @@
 # (LibTorch 2.11, CUDA 13) and `volta` (LibTorch 2.7.1, CUDA 12.6, for P100 and V100). Each runs the
 # tests labelled `config`, those that check a build against its LibTorch (unit tests, 2-rank MPI
 # training, link order, run log schema, --help, checkpoint replay), the [gpu] cases skipping without a
-# GPU. DTRAIN_TEST_CUDA=0 leaves the CUDA builds out (about 8 GB of PyPI packages and 8 minutes of 2
-# cores).
+# GPU. DTRAIN_TEST_CUDA=0 leaves the CUDA builds out (about 8 GB of PyPI packages and two compiles:
+# `current` alone took 155 s of 2 cores without a compile cache, `volta` builds fewer targets).
 # The CUDA half (downloads, then both compiles) runs beside the CPU build's tests, which leave part of
 # the 2 cores idle, in a cpu cgroup of the least weight: it gets the cycles the tests leave and gives
 # them back the moment a test wants them (below, at `idle_cgroup`); so does the CPU container image
@@ -73,6 +73,7 @@ end_cuda_job() {
 finish() {
   local status=$?
   end_cuda_job  # a failed CPU run ends the CUDA half
+  rm -f "${cuda_log:-}"
   if [ -n "$test_image" ]; then STORAGE_DRIVER=vfs buildah rmi "$test_image" >/dev/null 2>&1 || true; fi
   /usr/bin/python3 scripts/ctest_summary.py "cpu=$cpu_build/$junit" ${test_image:+"cpu=$cpu_build/$junit_image"} \
     ${cuda_ran:+"cuda-current=$cuda_build/$junit"} ${volta_ran:+"cuda-volta=$volta_build/$junit"} || true
@@ -160,7 +161,6 @@ else
   build_cuda_current
   phase "CUDA current build"
 fi
-rm -f "$cuda_log"
 # On a machine without a GPU, a CUDA build's `config` tests check its linking and its LibTorch; the rest
 # would run the CPU build's code again (e2e_dtrain alone 225 s of the `current` build's tests when it
 # ran them all). GPU hosts run them all against the CUDA LibTorch (scripts/gpu_host.sh test).

@@ -48,6 +48,7 @@ MPI_RESERVED_ENV = ("OMPI_MCA_orte_default_hostfile", "OMPI_MCA_plm_rsh_args", "
 # The launcher passes them on: mpirun exits with the first failed rank's status, the entrypoint with
 # mpirun's. Every other failure (6: a peer lost or cut off; 128 + N: stopped by a signal; 1) restarts the job.
 NO_RESTART_EXIT_CODES = (2, 3, 4, 5)
+DEFAULT_MAX_RESTARTS = 3
 
 
 def parse_args(argv):
@@ -56,7 +57,8 @@ def parse_args(argv):
                          "TrainJob name (default dtrain-<workload>-<platform>-<launcher>-<workers>)")
     p.add_argument("--launcher", default="torchrun", help="|".join(LAUNCHERS))
     p.add_argument("--max-restarts", type=int, default=None,
-                   help="mpirun: how often the job restarts after a failure worth retrying (default 3)")
+                   help="mpirun: how often the job restarts after a failure worth retrying "
+                        f"(default {DEFAULT_MAX_RESTARTS})")
     return p.parse_args(argv)
 
 
@@ -67,9 +69,7 @@ def check(args):
     if args.max_restarts is not None and args.launcher != "mpirun":
         raise UsageError("--max-restarts is for --launcher mpirun: Trainer's torch-distributed runtime has no "
                          "failure policy a TrainJob can set")
-    if args.max_restarts is None:
-        args.max_restarts = 3
-    if args.max_restarts < 0:
+    if args.max_restarts is not None and args.max_restarts < 0:
         raise UsageError(f"--max-restarts must be 0 or more, got {args.max_restarts}")
     default = f"dtrain-{args.workload}-{args.platform}-{args.launcher}-{args.workers}".replace("_", "-").replace(".", "-")
     name = args.name or default
@@ -146,7 +146,8 @@ def restart_rules(args):
     restart meets again fails its Job by its Pod failure policy, and that reason fails the whole job at
     once; any other failure of the launcher or of a node restarts every pod (an MPI world is not mended in
     place), --max-restarts times at most."""
-    failure_policy = {"maxRestarts": args.max_restarts, "rules": [
+    max_restarts = DEFAULT_MAX_RESTARTS if args.max_restarts is None else args.max_restarts
+    failure_policy = {"maxRestarts": max_restarts, "rules": [
         {"name": "inputsAndDivergence", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"],
          "targetReplicatedJobs": ["launcher"]}]}
     launcher_job = {"backoffLimit": 0, "podFailurePolicy": {"rules": [

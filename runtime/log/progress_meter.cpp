@@ -80,10 +80,11 @@ ProgressState ProgressMeter::state(double now) const {
 
 void ProgressMeter::draw(double now) {
   if (style_ == ProgressStyle::kBar) {
-    out_ << "\r" << progress_bar_text(state(now), kBarWidth) << "\033[K" << std::flush;
+    // One insertion each, so that on an unbuffered stderr a line or a redraw is one write (terminal.h).
+    out_ << ("\r" + progress_bar_text(state(now), kBarWidth) + "\033[K") << std::flush;
     bar_visible_ = true;
   } else {
-    out_ << progress_line_text(state(now)) << "\n" << std::flush;
+    out_ << (progress_line_text(state(now)) + "\n") << std::flush;
   }
 }
 

@@ -31,11 +31,7 @@ bool stderr_reaches_terminal() {
 }
 
 void print_line_to_stderr(const std::string& line) {
-  std::string whole;
-  whole.reserve(line.size() + 1);
-  whole += line;
-  whole += '\n';
-  std::cerr << whole << std::flush;  // one insertion: one write(2) through unbuffered stderr
+  std::cerr << (line + '\n') << std::flush;  // one insertion: one write(2) through unbuffered stderr
 }
 
 }  // namespace dtrain

@@ -319,7 +319,7 @@ def main():
             trainer_rules(what, job, runtime)
             dtrain_contract(what, job, runtime, platform, workers, gpus, accelerator, queue)
             if runtime:
-                restart_rules(what, runtime, 3)
+                restart_rules(what, runtime, render_trainjob.DEFAULT_MAX_RESTARTS)
             rendered += 1
 
     # The checks must catch what they are for.

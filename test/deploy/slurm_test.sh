@@ -148,18 +148,32 @@ requeued=$(DTRAIN="$dtrain" sbatch --parsable --requeue --nodes=1 --ntasks-per-n
   --open-mode=append --output="$work/job-%j.out" deploy/slurm/dtrain.sbatch "${signal_run[@]}" --checkpoint-on-usr1 \
   --log-dir "$work/logs-usr1") || die "sbatch of the SIGUSR1 job failed"
 wait_training "$work/logs-usr1" && scancel --signal=USR1 "$requeued"
-# Slurm holds a requeued job for about two minutes (its begin time); a test need not wait for that, only
-# until slurmd has ended the first run's step processes: a step launched while one of the same id is still
-# ending is refused ("StepId=N.0 aborted before step completely launched").
-for _ in $(seq 120); do
-  if scontrol show job "$requeued" 2>/dev/null | grep -q "Restarts=1" &&
-     scontrol show job "$requeued" 2>/dev/null | grep -q "JobState=PENDING"; then
-    for _ in $(seq 120); do pgrep -f "slurmstepd: \\[$requeued\\." >/dev/null || break; sleep 0.5; done
-    scontrol update JobId="$requeued" StartTime=now
-    break
-  fi
-  sleep 0.5
-done
+# start_requeued JOB: once JOB is requeued, starts it again at once. Slurm holds a requeued job for about
+# two minutes (its begin time); a test need not wait for that, only until slurmd has ended the first
+# run's step processes (a step launched while one of the same id is still ending is refused: "StepId=N.0
+# aborted before step completely launched") and the node is done completing it (once, beside CI's
+# compiles, a requeued job started here failed at once without running its script; this is the likely
+# cause).
+start_requeued() {
+  for _ in $(seq 240); do
+    if scontrol show job "$1" 2>/dev/null | grep -q "Restarts=1" &&
+       scontrol show job "$1" 2>/dev/null | grep -q "JobState=PENDING"; then
+      for _ in $(seq 120); do pgrep -f "slurmstepd: \\[$1\\." >/dev/null || break; sleep 0.5; done
+      for _ in $(seq 120); do scontrol show node 2>/dev/null | grep -q "State=[A-Z+]*COMPLETING" || break; sleep 0.5; done
+      scontrol update JobId="$1" StartTime=now
+      return 0
+    fi
+    sleep 0.5
+  done
+  return 1
+}
+# diagnose JOB: what Slurm says of JOB, for a failed check.
+diagnose() {
+  scontrol show job "$1" 2>&1 | grep -E 'JobState|Restarts|ExitCode|Reason' | sed 's/^ */  /'
+  grep -h -E "JobId=$1[^0-9]|job_id $1[^0-9]|StepId=$1\\." "$work/slurmctld.log" "$work/slurmd.log" 2>/dev/null | tail -n 15
+  cat "$work/job-$1.out"
+}
+start_requeued "$requeued"
 wait_gone "$requeued"
 state=$(scontrol show job "$requeued" 2>/dev/null | grep -o 'JobState=[A-Z]*' | cut -d= -f2)
 restarts=$(scontrol show job "$requeued" 2>/dev/null | grep -o 'Restarts=[0-9]*' | cut -d= -f2)
@@ -168,7 +182,36 @@ if [ "$state" = COMPLETED ] && [ "$restarts" = 1 ] && [ "$kinds" = "stopped resu
    grep -q '"event":"stopped".*"signal":"SIGUSR1"' "$work"/logs-usr1/*/events.jsonl; then
   pass "SIGUSR1: stopped with a checkpoint, requeued, resumed and finished (state $state, restarts $restarts)"
 else
-  fail "SIGUSR1 and requeue: state $state, restarts $restarts, records '$kinds'"; cat "$work/job-$requeued.out"
+  fail "SIGUSR1 and requeue: state $state, restarts $restarts, records '$kinds'"; diagnose "$requeued"
+fi
+# A lost peer: rank 1 frozen (SIGSTOP) mid-training, rank 0's collective gives up after --comm-timeout-s
+# and the job step ends with dtrain's 6, on which dtrain.sbatch requeues the job (DTRAIN_MAX_RESTARTS=1:
+# once); the requeued job resumes from the newest checkpoint and finishes. (Each status's rule:
+# deploy_slurm_requeue_rules.)
+lost=$(DTRAIN="$dtrain" DTRAIN_MAX_RESTARTS=1 sbatch --parsable --requeue --nodes=1 --ntasks-per-node=2 --gres=none \
+  --time=10 --open-mode=append --output="$work/job-%j.out" deploy/slurm/dtrain.sbatch "${signal_run[@]}" \
+  --comm-timeout-s 10 --checkpoint-every-steps 5 --log-dir "$work/logs-lost") || die "sbatch of the lost-peer job failed"
+rank1=""
+if wait_training "$work/logs-lost"; then
+  # The rank as srun starts it (SLURM_PROCID) or mpirun (OMPI_COMM_WORLD_RANK).
+  rank1=$(pgrep -f -- "--log-dir $work/logs-lost" | while read -r pid; do
+    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qxE 'SLURM_PROCID=1|OMPI_COMM_WORLD_RANK=1' && echo "$pid"; done | head -1)
+fi
+if [ -n "$rank1" ]; then
+  kill -STOP "$rank1"
+  start_requeued "$lost"
+  kill -KILL "$rank1" 2>/dev/null
+fi
+wait_gone "$lost"
+state=$(scontrol show job "$lost" 2>/dev/null | grep -o 'JobState=[A-Z]*' | cut -d= -f2)
+restarts=$(scontrol show job "$lost" 2>/dev/null | grep -o 'Restarts=[0-9]*' | cut -d= -f2)
+kinds=$(cat "$work"/logs-lost/*/events.jsonl 2>/dev/null | grep -oE '"event":"(resume|run_end)"' | cut -d'"' -f4 | tr '\n' ' ')
+if [ -n "$rank1" ] && [ "$state" = COMPLETED ] && [ "$restarts" = 1 ] && [ "$kinds" = "resume run_end " ] &&
+   grep -q "a peer was lost (exit 6); requeue 1 of at most 1" "$work/job-$lost.out"; then
+  pass "a lost peer: exit 6, requeued once, resumed and finished (state $state, restarts $restarts)"
+else
+  fail "a lost peer and requeue: rank 1 '$rank1', state $state, restarts $restarts, records '$kinds'"
+  diagnose "$lost"
 fi
 
 # A study: two chained jobs into the study layout, then its report.

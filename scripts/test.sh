@@ -168,7 +168,7 @@ ctest_args=(--output-on-failure --timeout 900 -j "$jobs" --test-output-size-pass
 # beside: what compiles beside the tests now, for the phase's name
 beside() {
   local what=${rest_job:+the rest of the CPU build}
-  [ -z "$cuda_job" ] || what=${what:+$what and }the CUDA half
+  [ -z "$cuda_job" ] || what="${what:+$what and }the CUDA half"
   [ -z "$what" ] || echo " ($what beside them, in $idle_cgroup)"
 }
 if [ -n "$rest_job" ]; then

@@ -66,9 +66,10 @@ echo "install_cuda_torch: installing torch $version ($config; CUDA wheels, 4-5 G
 [ -x "$env_dir/bin/pip" ] || "$python" -m venv "$env_dir"
 rm -f "$env_dir"/.dtrain-torch-*
 # The wheel's dependencies (CUDA runtime libraries, cuDNN, NCCL) are what libtorch_cuda.so links to;
-# the linker needs them to link dtrain.
+# the linker needs them to link dtrain. --no-compile: the builds need LibTorch's C++ files, not the
+# bytecode of torch's 5,464 Python files (11 CPU-s per environment); Python writes it on first import.
 # shellcheck disable=SC2086  # one word per requirement
-"$env_dir/bin/pip" install --disable-pip-version-check --no-input -q "torch==$version" $cuda_packages >&2
+"$env_dir/bin/pip" install --disable-pip-version-check --no-input --no-compile -q "torch==$version" $cuda_packages >&2
 
 # The wheels lay CUDA out differently from a toolkit install: one folder per package (CUDA 12) or all in
 # nvidia/cu13 (CUDA 13), only versioned libraries (libcudart.so.12) where CMake's CUDA modules look for the

@@ -134,10 +134,13 @@ if [ "$cuda" = 1 ]; then
     if [ -n "$idle_cgroup" ]; then
       echo "$BASHPID" >"$idle_cgroup/cgroup.procs"
       ionice -c 3 -p "$BASHPID" 2>/dev/null || true  # the disk too, as far as its I/O scheduler does classes
+      # The image builds beside the CUDA compiles: its long stretches of one busy core (apt, dpkg, the
+      # storage driver's copies) leave the other to them. A failed image build here is not the end:
+      # deploy_image then builds the image itself, and fails there.
+      if [ -n "$test_image" ]; then bash test/deploy/image_test.sh cpu --build-only "$test_image" || true; fi &
       build_cuda_current
       build_cuda_volta
-      # A failed build here is not the end: deploy_image then builds the image itself, and fails there.
-      if [ -n "$test_image" ]; then bash test/deploy/image_test.sh cpu --build-only "$test_image" || true; fi
+      wait  # for the image
     fi
   } >"$cuda_log" 2>&1 &
   cuda_job=$!

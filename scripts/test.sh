@@ -168,6 +168,19 @@ fi
 if [ "$jobs" -gt 1 ]; then export OMPI_MCA_mpi_yield_when_idle=1; fi
 # The JUnit file keeps every passed test's whole output, where the summary finds its SKIP: lines.
 ctest_args=(--output-on-failure --timeout 900 -j "$jobs" --test-output-size-passed 1000000)
+# finish_job VAR LOG WHAT: waits for the background job whose PID is in VAR (end_background's until it
+# is done); if it failed, prints the end of its LOG and ends the run.
+finish_job() {
+  local -n job=$1
+  local status=0
+  wait "$job" || status=$?
+  job=""
+  if [ "$status" -ne 0 ]; then
+    tail -n 60 "$2" >&2
+    echo "test: $3 failed (the end of its log above)" >&2
+    exit 1
+  fi
+}
 # beside: what compiles beside the tests now, for the phase's name
 beside() {
   local what=${rest_job:+the rest of the CPU build}
@@ -180,13 +193,7 @@ if [ -n "$rest_job" ]; then
   ctest --test-dir "$cpu_build" "${ctest_args[@]}" --output-junit "$junit" -L dtrain_built \
     ${test_image:+-E '^deploy_image$'} || first_status=$?
   phase "CPU build's tests that need only dtrain$(beside)"
-  if ! wait "$rest_job"; then
-    rest_job=""
-    tail -n 60 "$rest_log" >&2
-    echo "test: the rest of the CPU build failed (the end of its log above)" >&2
-    exit 1
-  fi
-  rest_job=""
+  finish_job rest_job "$rest_log" "the rest of the CPU build"
   phase "the rest of the CPU build, alone"
   rest_job_ran=1
   ctest --test-dir "$cpu_build" "${ctest_args[@]}" --output-junit "$junit_rest" -LE dtrain_built
@@ -201,13 +208,7 @@ if [ "$cuda" != 1 ]; then
   echo "test: DTRAIN_TEST_CUDA=$cuda: the CUDA builds (scripts/build_cuda.sh current|volta) were left out"
   exit 0
 fi
-if ! wait "$cuda_job"; then
-  cuda_job=""
-  tail -n 60 "$cuda_log" >&2
-  echo "test: the CUDA half failed (scripts/install_cuda_torch.sh or scripts/build_cuda.sh; the end of its log above)" >&2
-  exit 1
-fi
-cuda_job=""
+finish_job cuda_job "$cuda_log" "the CUDA half (scripts/install_cuda_torch.sh or scripts/build_cuda.sh)"
 if [ -n "$idle_cgroup" ]; then
   cat "$cuda_log"
   phase "the rest of the CUDA builds${test_image:+ and the image}, alone"

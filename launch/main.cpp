@@ -21,6 +21,7 @@
 #include <optional>
 #include <sstream>
 
+#include "runtime/bootstrap/elastic_error_file.h"
 #include "runtime/bootstrap/heartbeat.h"
 #include "runtime/bootstrap/launcher_env.h"
 #include "runtime/bootstrap/mpi_session.h"
@@ -203,6 +204,9 @@ class Job final {
   Job& operator=(const Job&) = delete;
 
   int run(int argc, char** argv);
+  // What ended the run, for torchrun's error file (write_elastic_error_file): the failure or the stop,
+  // "" after a success.
+  const std::string& exit_message() const { return exit_message_; }
 
   // Ends the job for an error that this rank met alone: rank 0 records it in the run log, another rank
   // hands it to rank 0 over the heartbeat first; then MPI_Abort, so peers inside a collective do not wait
@@ -242,6 +246,7 @@ class Job final {
   std::string launcher_note_;  // a warning about the launcher's variables, for the run log
   std::string restart_note_;   // why a restarted group resumes
   std::string resume_job_;     // torchrun's job (TORCHELASTIC_RUN_ID) when its restarts resume unasked
+  std::string exit_message_;   // exit_message()
   Activity activity_;
   std::unique_ptr<RunLogger> logger_;
   std::atomic<RunLogger*> log_sink_{nullptr};  // logger_ once it exists; read by the heartbeat thread
@@ -380,7 +385,10 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
   // Rank 0's checkpoint copy in memory outlives a failed worker only when an agent will restart it.
   if (session_.is_root() && !session_.elastic_agent()) memory_checkpoints_ = run_config.checkpoint;
   set_stop_last_words([this, checkpoint_dir = run_config.checkpoint.dir](int signal, const std::string& why) {
-    return record_stop_at_once(signal, why, checkpoint_dir);
+    std::string where = record_stop_at_once(signal, why, checkpoint_dir);
+    write_elastic_error_file(process_environment(), kExitSignalBase + signal,
+                             "stopped at once by " + signal_name(signal) + ": " + why + " (" + where + ")");
+    return where;
   });
 
   // Building the trainer loads the data; restoring reads the checkpoint. Both fail the same way on every
@@ -455,6 +463,7 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
   } catch (const StoppedBySignal& e) {
     // Agreed at a step boundary, the checkpoint saved and the stop recorded by rank 0 (its console line).
     stop_heartbeat();
+    exit_message_ = e.what();
     return exit_code_of(e);
   }
   stop_heartbeat();
@@ -555,6 +564,7 @@ void Job::retire_memory_copy_after_failure() {
 }
 
 int Job::fail_together(const Failure& failure) {
+  exit_message_ = failure.text();
   retire_memory_copy_after_failure();
   if (session_.is_root()) {
     print_line_to_stderr("dtrain: error: " + failure.text());
@@ -579,6 +589,8 @@ int Job::fail_alone(Failure failure) {
   } else if (heartbeat_) {
     heartbeat_->report_fatal(failure.message);
   }
+  // Before the abort, which ends this process: torchrun's agent then names this worker's failure first.
+  write_elastic_error_file(process_environment(), failure.exit_code, failure.text());
   if (session_.world_size() > 1) session_.abort(failure.exit_code);
   return failure.exit_code;
 }
@@ -638,15 +650,20 @@ int main(int argc, char** argv) {
     session = dtrain::start_session(&argc, &argv, launcher, schema);
   } catch (const dtrain::Error& e) {
     dtrain::print_line_to_stderr(std::string("dtrain: error: ") + e.what());
+    dtrain::write_elastic_error_file(dtrain::process_environment(), dtrain::exit_code_of(e), e.what());
     return dtrain::exit_code_of(e);
   } catch (const std::exception& e) {
     dtrain::print_line_to_stderr(std::string("dtrain: cannot start: ") + e.what());
+    dtrain::write_elastic_error_file(dtrain::process_environment(), dtrain::kExitComm,
+                                     std::string("cannot start: ") + e.what());
     return dtrain::kExitComm;
   }
   dtrain::Job job(*session, launcher, registry, schema, dtrain::unix_now_s());
   dtrain::Failure failure;
   try {
-    return job.run(argc, argv);
+    const int status = job.run(argc, argv);
+    dtrain::write_elastic_error_file(dtrain::process_environment(), status, job.exit_message());
+    return status;
   } catch (const std::exception& e) {
     failure = dtrain::failure_from(e);
   }

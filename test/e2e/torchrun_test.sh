@@ -141,13 +141,25 @@ while time.time() < end:
   else
     fail "--bootstrap env alone: exit $rc"; cat noenv.out
   fi
-  timeout 120 "$torchrun" --standalone --nproc_per_node 2 --log_dir tl-mpi "${tr_flags[@]}" --no_python "$dtrain" "${fast[@]}" \
-    --backend mpi --log-dir logs-mpi >mpi.out 2>&1
+  # torchrun exits 1 whatever its workers did; the error file dtrain writes reaches the agent's own
+  # TORCHELASTIC_ERROR_FILE with the worker's status, where dtrain-entrypoint reads it (docs/failures.md).
+  TORCHELASTIC_ERROR_FILE=$work/agent-error.json timeout 120 "$torchrun" --standalone --nproc_per_node 2 --log_dir tl-mpi \
+    "${tr_flags[@]}" --no_python "$dtrain" "${fast[@]}" --backend mpi --log-dir logs-mpi >mpi.out 2>&1
   rc=$?
   if [ "$rc" -ne 0 ] && [ "$(grep -c "dtrain: error: comm.backend 'mpi' needs ranks that an MPI launcher started" mpi.out)" -eq 1 ]; then
     pass "--backend mpi under torchrun is one clear error, printed once"
   else
     fail "--backend mpi under torchrun: exit $rc"; cat mpi.out
+  fi
+  if agent=$(/usr/bin/python3 -c '
+import json, sys
+message = json.load(open(sys.argv[1]))["message"]
+print(message["errorCode"], message["message"])' "$work/agent-error.json" 2>&1) &&
+     [[ "$agent" == "2 "*"comm.backend 'mpi' needs ranks that an MPI launcher started"* ]] &&
+     grep -q "exitcode *: 2 " mpi.out; then
+    pass "torchrun (exit $rc) hands on the worker's status and message in its error file: ${agent:0:60}..."
+  else
+    fail "torchrun's error file: '$agent'"; cat mpi.out
   fi
 
   need_gloo

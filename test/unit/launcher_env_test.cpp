@@ -2,10 +2,17 @@
 // and a torchrun/PyTorchJob process told to use MPI stops instead of training alone.
 #include "test/support/catch.h"
 
-#include <map>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "runtime/bootstrap/elastic_error_file.h"
 #include "runtime/bootstrap/launcher_env.h"
 #include "runtime/util/error.h"
+#include "runtime/util/file_io.h"
 
 using namespace dtrain;
 using Catch::Matchers::Contains;
@@ -108,4 +115,51 @@ TEST_CASE("one process, or an MPI launcher, is not stopped by torchrun's variabl
   CHECK_THAT(check_launcher(both, 4), Contains("the MPI launcher (OMPI_COMM_WORLD_SIZE) decides, world size 4"));
   const LauncherEnv slurm = read_launcher_env(env_of({{"PMIX_RANK", "0"}, {"WORLD_SIZE", "4"}}));
   CHECK(check_launcher(slurm, 4).empty());  // they agree: nothing to say
+}
+
+TEST_CASE("a failed torchrun worker's error file has the layout torchrun's agent reads, with the exit status",
+          "[bootstrap]") {
+  const nlohmann::json record = nlohmann::json::parse(elastic_error_json(6, "rank 1 (of 2) is gone", 1795000000));
+  // torch.distributed.elastic: ProcessFailure reads message.message and int(message.extraInfo.timestamp);
+  // ErrorHandler.dump_error_file sets message.errorCode again, to the status the agent saw.
+  CHECK(record["message"]["message"] == "rank 1 (of 2) is gone");
+  CHECK(record["message"]["extraInfo"]["timestamp"] == "1795000000");
+  CHECK(record["message"]["extraInfo"]["py_callstack"] == "rank 1 (of 2) is gone");  // torchrun's "traceback"
+  CHECK(record["message"]["errorCode"] == 6);
+  // A path's bytes that are not UTF-8 do not make the record unreadable.
+  CHECK(nlohmann::json::parse(elastic_error_json(2, "no such file 'run\xe9'", 0))["message"]["message"] ==
+        "no such file 'run\xef\xbf\xbd'");
+}
+
+TEST_CASE("dtrain writes torchrun's error file only for a failed worker an agent started", "[bootstrap]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("dtrain-elastic-error-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string file = (dir / "error.json").string();
+  const std::map<std::string, std::string> agent{{"TORCHELASTIC_RUN_ID", "job-7"}, {"TORCHELASTIC_ERROR_FILE", file}};
+
+  write_elastic_error_file(env_of(agent), 0, "done");
+  CHECK_FALSE(fs::exists(file));  // a success leaves nothing
+  write_elastic_error_file(env_of({{"TORCHELASTIC_ERROR_FILE", file}}), 2, "bad flag");
+  CHECK_FALSE(fs::exists(file));  // no agent: a variable inherited from elsewhere is not followed
+
+  write_elastic_error_file(env_of(agent), 2, "dtrain: error: --epochs must be at least 1, got 0");
+  const nlohmann::json record = nlohmann::json::parse(read_file(file));
+  CHECK(record["message"]["errorCode"] == 2);
+  CHECK(record["message"]["message"] == "dtrain: error: --epochs must be at least 1, got 0");
+  struct stat info {};
+  REQUIRE(::stat(file.c_str(), &info) == 0);
+  CHECK((info.st_mode & 0777) == 0600);
+  write_elastic_error_file(env_of(agent), 143, "");  // a later exit replaces it; an empty text says the status
+  CHECK(nlohmann::json::parse(read_file(file))["message"]["message"] == "dtrain exited with status 143");
+
+  // A link where the file goes is not followed (the warning goes to stderr); its target stays as it was.
+  const std::string target = (dir / "target").string();
+  write_file_atomically(target, "untouched", Durability::kReplaced);
+  fs::remove(file);
+  fs::create_symlink(target, file);
+  write_elastic_error_file(env_of(agent), 4, "non-finite loss");
+  CHECK(read_file(target) == "untouched");
+  fs::remove_all(dir);
 }

@@ -5,7 +5,8 @@
 #                                      pid file under $HOME), for the launcher's mpirun to reach
 #   dtrain-entrypoint launcher CMD...  waits until every host in the MPI hostfile resolves, then runs CMD
 #                                      (mpirun)
-#   dtrain-entrypoint CMD...           runs CMD (e.g. dtrain --help, torchrun ... dtrain)
+#   dtrain-entrypoint CMD...           runs CMD (e.g. dtrain --help, torchrun ... dtrain); for torchrun,
+#                                      exits with the status of its first failed dtrain worker
 #
 # Any UID works: OpenShift runs containers with an arbitrary UID in group 0, which has no passwd entry
 # (ssh and Open MPI look the user up), so one is added (/etc/passwd is group-writable in the image) and
@@ -35,25 +36,27 @@ signal_named() {
 }
 running() { local proc; for proc in /proc/[0-9]*; do [ "$(cat "$proc/comm" 2>/dev/null)" = "$1" ] && return 0; done; return 1; }
 
-# Runs "$@" as a child, calling `relay SIGNAL` for each SIGTERM, SIGINT or SIGHUP; exits with its status,
-# or 128 + the signal when the command stopped for the relayed one.
+# Runs "$@" as a child, calling `relay SIGNAL` for each SIGTERM, SIGINT or SIGHUP; sets child_status to
+# its status, or to 128 + the signal when the command stopped for the relayed one.
 got=0
-run_relaying() {
+child_status=0
+run_child() {
   "$@" <&0 &  # stdin stays the container's (a background job's would be /dev/null): `-it ... bash` works
-  local child=$! status
+  local child=$!
   trap 'got=15; relay TERM' TERM
   trap 'got=2; relay INT' INT
   trap 'got=1; relay HUP' HUP
   set +e
   while :; do
     wait "$child"
-    status=$?
+    child_status=$?
     kill -0 "$child" 2>/dev/null || break
   done
-  # mpirun relays SIGUSR2 (exit 140): report the signal the pod was sent.
-  if [ "$got" -ne 0 ] && [ "$status" -eq 140 ]; then exit $((128 + got)); fi
-  exit "$status"
+  # mpirun relays SIGUSR2 (exit 140), torchrun's agent exits 1 when it was stopped: report the signal
+  # the pod was sent.
+  if [ "$got" -ne 0 ] && [ "$child_status" -ne 0 ]; then child_status=$((128 + got)); fi
 }
+run_relaying() { run_child "$@"; exit "$child_status"; }
 
 role=${1:-}
 case "$role" in
@@ -130,6 +133,26 @@ CONFIG
     ;;
   *)
     relay() { signal_named "$1" torchrun || signal_named "$1" dtrain || true; }
-    run_relaying "$@"
+    error_dir=""
+    # torchrun (also inside `bash -c "time torchrun ..."`, as the renders run it) exits 1 whatever its
+    # workers did; its agent copies the first failed worker's error file, which dtrain writes with its exit
+    # status, to TORCHELASTIC_ERROR_FILE (torch.distributed.elastic's record). The container then exits
+    # with dtrain's status (docs/failures.md), which restart rules act on.
+    # A read-only /tmp only costs this: the status stays torchrun's.
+    if error_dir=$(mktemp -d -t dtrain-entrypoint.XXXXXX 2>/dev/null); then  # this user's alone (0700)
+      export TORCHELASTIC_ERROR_FILE=$error_dir/error.json  # written only when a worker failed
+    fi
+    run_child "$@"
+    code=""
+    if [ "$child_status" -ne 0 ] && [ "$got" -eq 0 ] && [ -n "$error_dir" ] && [ -s "$TORCHELASTIC_ERROR_FILE" ]; then
+      code=$(python3 -c 'import json, sys; print(int(json.load(open(sys.argv[1]))["message"]["errorCode"]))' \
+               "$TORCHELASTIC_ERROR_FILE" 2>/dev/null || true)
+    fi
+    [ -z "$error_dir" ] || rm -rf "$error_dir"
+    if [[ "$code" =~ ^[0-9]+$ ]] && [ "$code" -gt 0 ] && [ "$code" -lt 256 ] && [ "$code" -ne "$child_status" ]; then
+      echo "dtrain-entrypoint: torchrun exited $child_status; its first failed worker, $code" >&2
+      child_status=$code
+    fi
+    exit "$child_status"
     ;;
 esac

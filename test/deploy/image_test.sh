@@ -173,6 +173,17 @@ if [ "$kind" = cpu ]; then
   else
     fail "torchrun in the image:"; echo "$out" | tail -n 30
   fi
+  # torchrun itself exits 1 for any failed worker; the entrypoint exits with the worker's status (a
+  # configuration error here, 2), which the TrainJob's restart rules read.
+  out=$(buildah run --isolation chroot --hostname localhost --user 1000 "$container" -- /usr/local/bin/dtrain-entrypoint \
+          bash -c 'time torchrun --standalone --nproc_per_node 2 --log_dir $HOME/torchrun-logs-bad --redirects 1 --tee 1 \
+          --no_python dtrain --workload mnist --synthetic --epochs 0 --progress off' 2>&1)
+  status=$?
+  if [ "$status" -eq 2 ] && grep -q "dtrain-entrypoint: torchrun exited 1; its first failed worker, 2" <<<"$out"; then
+    pass "a worker's configuration error under torchrun is the container's exit status 2, not torchrun's 1"
+  else
+    fail "torchrun's failed worker through the entrypoint: exit $status"; echo "$out" | tail -n 30
+  fi
 elif out=$(run 1000 torchrun --help 2>&1) && grep -q -- "--no_python" <<<"$out"; then
   pass "the image has torchrun for elastic PyTorchJobs"
 else

@@ -79,6 +79,7 @@ submit() {  # submit SCRIPT [sbatch options] -- DTRAIN ARGS: prints the job id
 }
 # shellcheck source=../support/checks.sh
 . "$root/test/support/checks.sh"
+wait_gone() { for _ in $(seq 300); do squeue -h -j "$1" 2>/dev/null | grep -q . || return 0; sleep 1; done; return 1; }
 check_job() {  # check_job ID WHAT METRIC: the job completed with exit 0 and printed what the analysis reads
   local job=$1 what=$2 metric=$3
   for _ in $(seq 300); do
@@ -118,6 +119,19 @@ grep -q "threads per rank 1 (OMP_NUM_THREADS=1)" "$work/job-$satori.out" ||
 check_job "$elastic" "torchrun.sbatch" accuracy
 grep -q '"bootstrap":"env","launcher":"torchrun' "$work"/logs/*/events.jsonl ||
   fail "torchrun.sbatch: no run log of a torchrun-bootstrapped run"
+# A worker's configuration error: torchrun exits 1, the job with dtrain's status (2), so that requeue rules
+# and sacct tell a bad configuration from a crash. --max_restarts 0: the workers would only fail again.
+bad=$(DTRAIN_TORCHRUN=/usr/bin/torchrun DTRAIN_NPROC_PER_NODE=2 DTRAIN_MAX_RESTARTS=0 DTRAIN_TORCHRUN_LOGS="$work/torchrun-logs-bad" \
+  submit deploy/slurm/torchrun.sbatch --ntasks-per-node=1 -- --workload no-such-workload) ||
+  die "sbatch of torchrun.sbatch (bad workload) failed"
+wait_gone "$bad"
+bad_exit=$(scontrol show job "$bad" 2>/dev/null | grep -o ' ExitCode=[0-9:]*' | cut -d= -f2)
+if [ "$bad_exit" = 2:0 ] && grep -q "torchrun.sbatch: the agents exited 1; the first failed dtrain worker, 2" "$work/job-$bad.out" &&
+   grep -q "unknown workload 'no-such-workload'" "$work/job-$bad.out"; then
+  pass "torchrun.sbatch: a worker's configuration error is the job's exit status 2, not torchrun's 1"
+else
+  fail "torchrun.sbatch with a bad workload: ExitCode $bad_exit"; tail -n 30 "$work/job-$bad.out"
+fi
 grids=$(find "$work/logs" -path "*biggan*/samples/epoch-00000[12].png" | wc -l)
 [ "$grids" -eq 2 ] || fail "satori.sbatch: expected the sample grids of epochs 1 and 2, found $grids"
 # Signals as Slurm sends them (docs/failures.md, "Signals"). scancel: every task gets SIGTERM, the ranks
@@ -131,7 +145,6 @@ wait_training() {  # wait_training LOGDIR: until a run under LOGDIR logs trainin
   done
   return 1
 }
-wait_gone() { for _ in $(seq 300); do squeue -h -j "$1" 2>/dev/null | grep -q . || return 0; sleep 1; done; return 1; }
 signal_run=(--workload mnist --synthetic --epochs 2 --max-steps 80 --log-interval 10 --eval-samples 500 --progress off)
 cancelled=$(DTRAIN="$dtrain" sbatch --parsable --nodes=1 --ntasks-per-node=2 --gres=none --time=10 \
   --output="$work/job-%j.out" deploy/slurm/dtrain.sbatch "${signal_run[@]}" --log-dir "$work/logs-term") ||

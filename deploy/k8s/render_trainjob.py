@@ -6,15 +6,20 @@ workload, for the same platforms and images as render_mpijob.py, in either of th
             --workers pods (replicated job `node`, container `node`), each `torchrun --no_python dtrain ...`,
             and sets torchrun's PET_NNODES, PET_NPROC_PER_NODE (here: the GPUs per pod, or 1 on CPUs),
             PET_NODE_RANK, PET_MASTER_ADDR (the first pod) and PET_MASTER_PORT (29500): a job of fixed size.
-            dtrain trains over NCCL on GPUs, over Gloo on CPUs.
+            dtrain trains over NCCL on GPUs, over Gloo on CPUs. With --max-restarts, dtrain's own
+            TrainingRuntime instead (named after the job, in its namespace): the same `node` job and torch
+            policy, with the restart rules below (Trainer's runtime has none, and runtimePatches cannot add
+            them); the image's entrypoint exits with the first failed dtrain worker's status, not torchrun's 1.
   mpirun    Trainer ships no plain MPI runtime, so two documents: dtrain's own TrainingRuntime (in the job's
             namespace, named after it) with `mlPolicy.mpi` (Open MPI, --gpus-per-worker slots per pod, the
             SSH keys Trainer makes mounted at ~/.ssh) and replicated jobs `node` (the image's sshd, with the
             GPUs) and `launcher` (started once the nodes are ready; the job succeeds when it does), and the
             TrainJob that uses it. The launcher runs `time mpirun ... dtrain ...` with the options the MPIJob
             renders carry (the hostfile Trainer writes at /etc/mpi/hostfile, sshd on port 2222, TCP keepalives).
-            The runtime restarts the job after a failure worth retrying (--max-restarts times) and fails it
-            at once when dtrain exits with a status a restart would meet again (NO_RESTART_EXIT_CODES).
+
+A runtime of dtrain's restarts the job after a failure worth retrying (--max-restarts times; mpirun: 3 by
+default) and fails it at once when dtrain exits with a status a restart would meet again
+(NO_RESTART_EXIT_CODES).
 
 Pod settings the TrainJob's `trainer` cannot carry (security contexts, the grace period for signals,
 /dev/shm, GKE's node selector and GPU toleration) go into a `runtimePatches` entry of manager
@@ -45,8 +50,9 @@ MPI_RESERVED_ENV = ("OMPI_MCA_orte_default_hostfile", "OMPI_MCA_plm_rsh_args", "
                     "OMPI_MCA_orte_set_default_slots")
 # dtrain's exit statuses that a restart meets again (docs/failures.md, "Exit statuses"): configuration (2),
 # data or checkpoint files (3), a NaN or infinite loss (4), a write that failed (5: a full disk stays full).
-# The launcher passes them on: mpirun exits with the first failed rank's status, the entrypoint with
-# mpirun's. Every other failure (6: a peer lost or cut off; 128 + N: stopped by a signal; 1) restarts the job.
+# The trainer's pod passes them on: mpirun exits with the first failed rank's status, and the entrypoint
+# with mpirun's or, under torchrun, with the first failed worker's (read from torchrun's error file). Every
+# other failure (6: a peer lost or cut off; 128 + N: stopped by a signal; 1) restarts the job.
 NO_RESTART_EXIT_CODES = (2, 3, 4, 5)
 DEFAULT_MAX_RESTARTS = 3
 
@@ -57,8 +63,8 @@ def parse_args(argv):
                          "TrainJob name (default dtrain-<workload>-<platform>-<launcher>-<workers>)")
     p.add_argument("--launcher", default="torchrun", help="|".join(LAUNCHERS))
     p.add_argument("--max-restarts", type=int, default=None,
-                   help="mpirun: how often the job restarts after a failure worth retrying "
-                        f"(default {DEFAULT_MAX_RESTARTS})")
+                   help="how often the job restarts after a failure worth retrying (mpirun: default "
+                        f"{DEFAULT_MAX_RESTARTS}; torchrun: renders dtrain's own runtime, which has the rules)")
     return p.parse_args(argv)
 
 
@@ -66,9 +72,6 @@ def check(args):
     check_common(args)
     if args.launcher not in LAUNCHERS:
         raise UsageError(f"unknown launcher '{args.launcher}'; expected one of: {', '.join(LAUNCHERS)}")
-    if args.max_restarts is not None and args.launcher != "mpirun":
-        raise UsageError("--max-restarts is for --launcher mpirun: Trainer's torch-distributed runtime has no "
-                         "failure policy a TrainJob can set")
     if args.max_restarts is not None and args.max_restarts < 0:
         raise UsageError(f"--max-restarts must be 0 or more, got {args.max_restarts}")
     default = f"dtrain-{args.workload}-{args.platform}-{args.launcher}-{args.workers}".replace("_", "-").replace(".", "-")
@@ -133,6 +136,8 @@ def torchrun_job(name, args):
         trainer["resourcesPerNode"] = resources(args)
     pod, container = node_pod_settings(args)
     pod["containers"] = [container]
+    if args.max_restarts is not None:
+        return torch_runtime_job(name, args, labels, trainer, pod, container)
     patch = {"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
         {"name": "node", "template": {"spec": {"template": {"metadata": {"labels": labels}, "spec": pod}}}}]}}}}
     return [{"apiVersion": API_VERSION, "kind": "TrainJob", "metadata": metadata(name, args, labels),
@@ -141,20 +146,50 @@ def torchrun_job(name, args):
                       "trainer": trainer, "runtimePatches": [patch]}}]
 
 
-def restart_rules(args):
-    """The JobSet's failurePolicy and its replicated jobs' Job settings: a launcher that exits with a status a
-    restart meets again fails its Job by its Pod failure policy, and that reason fails the whole job at
-    once; any other failure of the launcher or of a node restarts every pod (an MPI world is not mended in
-    place), --max-restarts times at most."""
+def torch_runtime_job(name, args, labels, trainer, pod, container):
+    """torchrun with restart rules: Trainer's torch-distributed runtime as dtrain's own TrainingRuntime (one
+    replicated job `node`, the trainer's, container `node`, mlPolicy.torch), the pod settings in it, and
+    the restart rules on the nodes, whose entrypoint exits with dtrain's status."""
+    failure_policy, node_job, _ = restart_rules(args, "node")
+    pod["restartPolicy"] = "Never"  # a Pod failure policy needs pods that are not restarted in place
+    pod["containers"] = [{**container, "image": args.image, "imagePullPolicy": "IfNotPresent"}]
+    runtime = {
+        "apiVersion": API_VERSION, "kind": "TrainingRuntime", "metadata": metadata(name, args, labels),
+        "spec": {
+            # numNodes is the runtime's default, which the TrainJob's trainer.numNodes overrides; Trainer 2.3's
+            # torch policy takes the processes per node from trainer.numProcPerNode alone.
+            "mlPolicy": {"numNodes": 1, "torch": {}},
+            "template": {"spec": {
+                "failurePolicy": failure_policy,
+                "replicatedJobs": [
+                    {"name": "node",
+                     "template": {"metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                                  "spec": {**node_job, "template": {"metadata": {"labels": labels}, "spec": pod}}}},
+                ]}},
+        },
+    }
+    runtime["metadata"]["labels"].pop("kueue.x-k8s.io/queue-name", None)  # Kueue admits the job, not its runtime
+    job = {"apiVersion": API_VERSION, "kind": "TrainJob", "metadata": metadata(name, args, labels),
+           "spec": {"runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": "TrainingRuntime", "name": name},
+                    "trainer": trainer}}
+    return [runtime, job]
+
+
+def restart_rules(args, trainer_job):
+    """The JobSet's failurePolicy and the Job settings of the replicated job whose pods pass dtrain's status
+    on (`trainer_job`: mpirun's launcher, torchrun's nodes): a pod that exits with a status a restart meets
+    again fails its Job by the Pod failure policy, and that reason fails the whole job at once; any other
+    failure of any pod restarts every pod (neither an MPI world nor a fixed-size torchrun group is mended
+    in place), --max-restarts times at most. Every replicated job has backoffLimit 0: a failed pod fails its
+    Job, which the JobSet acts on."""
     max_restarts = DEFAULT_MAX_RESTARTS if args.max_restarts is None else args.max_restarts
     failure_policy = {"maxRestarts": max_restarts, "rules": [
         {"name": "inputsAndDivergence", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"],
-         "targetReplicatedJobs": ["launcher"]}]}
-    launcher_job = {"backoffLimit": 0, "podFailurePolicy": {"rules": [
+         "targetReplicatedJobs": [trainer_job]}]}
+    status_job = {"backoffLimit": 0, "podFailurePolicy": {"rules": [
         {"action": "FailJob",
          "onExitCodes": {"containerName": "node", "operator": "In", "values": list(NO_RESTART_EXIT_CODES)}}]}}
-    node_job = {"backoffLimit": 0}
-    return failure_policy, launcher_job, node_job
+    return failure_policy, status_job, {"backoffLimit": 0}
 
 
 def mpirun_job(name, args):
@@ -179,7 +214,7 @@ def mpirun_job(name, args):
     launcher_pod = {"securityContext": pod_security, "terminationGracePeriodSeconds": args.grace_s,
                     "restartPolicy": "Never", "containers": [launcher]}
     node_pod["restartPolicy"] = "Never"
-    failure_policy, launcher_job, node_job = restart_rules(args)
+    failure_policy, launcher_job, node_job = restart_rules(args, "launcher")
     runtime_name = name
     runtime = {
         "apiVersion": API_VERSION, "kind": "TrainingRuntime", "metadata": metadata(runtime_name, args, labels),

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Validates every TrainJob (and, for mpirun, its TrainingRuntime) that deploy/k8s/render_trainjob.py can
+"""Validates every TrainJob (and, for mpirun and torchrun --max-restarts, its TrainingRuntime) that deploy/k8s/render_trainjob.py can
 render, offline, as validate_manifests.py does for MPIJobs:
 
 1. against Kubeflow Trainer v2.3's CRDs (shared/schemas), strict: unknown fields are errors;
@@ -8,15 +8,17 @@ render, offline, as validate_manifests.py does for MPIJobs:
    `torch-distributed` ClusterTrainingRuntime, or the TrainingRuntime rendered beside the job, in its
    namespace); no reserved variable in trainer.env (PET_* for torch, the OMPI_MCA_* Trainer sets for
    MPI); an MPI runtime has the `node` and `launcher` replicated jobs, containers named `node`, exactly
-   one replicated job marked as the trainer's ancestor, and mlPolicy.numNodes 1 for its launcher; patches
+   one replicated job marked as the trainer's ancestor, and mlPolicy.numNodes 1 for its launcher; a torch
+   runtime has mlPolicy.torch alone and one replicated job, `node`, the ancestor, container `node`; patches
    address replicated jobs and containers the runtime has; one patch per manager;
 3. against dtrain's contract: torchrun with Debian's log flags and `--no_python dtrain`, NCCL on GPUs and
    Gloo on CPUs; `time mpirun --hostfile /etc/mpi/hostfile -np workers x slots` with sshd's port; GPUs only
    on the nodes; /dev/shm; --stop-timeout-s 10 s inside the grace period; GKE's node selector; Kueue's label;
 4. for OpenShift, the restricted Pod Security Standard;
-5. the restart rules of the mpirun runtime, against the rules Kubernetes' API server (a Pod failure
-   policy's) and JobSet's webhook (v0.8: failure policy rules) check, and against docs/failures.md: the
-   exit statuses that fail the job at once are exactly those its table says a retry cannot fix.
+5. the restart rules of dtrain's runtimes (on mpirun's launcher, on torchrun's nodes), against the rules
+   Kubernetes' API server (a Pod failure policy's) and JobSet's webhook (v0.8: failure policy rules)
+   check, and against docs/failures.md: the exit statuses that fail the job at once are exactly those its
+   table says a retry cannot fix.
 It proves that the checks bite (a misspelt field, a wrong runtimeRef, a reserved variable) and feeds the
 renderer broken inputs. Given DTRAIN (and Debian's torchrun), it also runs a rendered torchrun TrainJob's
 command as two pods would, with the PET_* variables Trainer's torch plugin sets, and checks that they
@@ -87,8 +89,12 @@ def trainer_rules(what, job, runtime):
         if runtime["metadata"].get("namespace") != job["metadata"].get("namespace"):
             fail(what, "a TrainingRuntime is found in the TrainJob's namespace only")
         runtime_jobs = {name: {c["name"] for c in pod["containers"]} for name, _, pod in pod_templates(runtime["spec"])}
-        reserved = render_trainjob.MPI_RESERVED_ENV
-        mpi_runtime_rules(what, runtime)
+        if "torch" in runtime["spec"]["mlPolicy"]:
+            reserved = render_trainjob.TORCHRUN_RESERVED_ENV
+            torch_runtime_rules(what, runtime)
+        else:
+            reserved = render_trainjob.MPI_RESERVED_ENV
+            mpi_runtime_rules(what, runtime)
     env = {e["name"] for e in spec["trainer"].get("env", [])}
     if env & set(reserved):
         fail(what, f"trainer.env sets variables Trainer reserves: {sorted(env & set(reserved))}")
@@ -103,6 +109,23 @@ def trainer_rules(what, job, runtime):
             for c in pod.get("containers", []):
                 if c["name"] not in runtime_jobs[name]:
                     fail(what, f"a patch addresses container '{c['name']}' of '{name}', which has {sorted(runtime_jobs[name])}")
+
+
+def torch_runtime_rules(what, runtime):
+    """dtrain's copy of Trainer's torch-distributed runtime: what Trainer's torch plugin needs of it."""
+    spec = runtime["spec"]
+    policies = [k for k in ("torch", "mpi", "jax", "xgboost", "flux") if k in spec["mlPolicy"]]
+    if policies != ["torch"]:
+        fail(what, f"the runtime's mlPolicy must be torch alone, got {policies}")
+    jobs = {name: (template, pod) for name, template, pod in pod_templates(spec)}
+    if set(jobs) != {"node"}:
+        fail(what, f"the torch runtime's one replicated job is node, got {sorted(jobs)}")
+        return
+    template, pod = jobs["node"]
+    if template.get("metadata", {}).get("labels", {}).get(ANCESTOR) != "trainer":
+        fail(what, "node must be the trainer's ancestor")
+    if [c["name"] for c in pod["containers"]] != ["node"]:
+        fail(what, "Trainer's torch plugin sets PET_* and the trainer's settings in a container named node")
 
 
 def mpi_runtime_rules(what, runtime):
@@ -166,10 +189,12 @@ def restart_rules(what, runtime, max_restarts):
             fail(what, f"JobSet refuses the job failure reasons {rule.get('onJobFailureReasons')}")
         if not set(rule.get("targetReplicatedJobs", [])) <= set(jobs):
             fail(what, f"a failure policy rule targets {rule.get('targetReplicatedJobs')}, not replicated jobs")
+    # The pods that pass dtrain's status on: mpirun's launcher, or the torchrun nodes (the entrypoint).
+    status_job = "launcher" if "launcher" in jobs else "node"
     fail_at_once = [r for r in policy.get("rules", []) if r.get("action") == "FailJobSet"
-                    and r.get("onJobFailureReasons") == ["PodFailurePolicy"] and r.get("targetReplicatedJobs") == ["launcher"]]
+                    and r.get("onJobFailureReasons") == ["PodFailurePolicy"] and r.get("targetReplicatedJobs") == [status_job]]
     if not fail_at_once:
-        fail(what, "no rule fails the job when the launcher's Pod failure policy failed its Job")
+        fail(what, f"no rule fails the job when the {status_job}'s Pod failure policy failed its Job")
     for name, (template, pod) in jobs.items():
         if template["spec"].get("backoffLimit") != 0:
             fail(what, f"{name}: a failed pod must fail its Job (backoffLimit 0), for the JobSet to restart all of them")
@@ -187,11 +212,11 @@ def restart_rules(what, runtime, max_restarts):
             values = codes["values"]
             if values != sorted(set(values)) or (codes["operator"] == "In" and 0 in values):
                 fail(what, f"{name}: onExitCodes values must be sorted, distinct and, for In, without 0: {values}")
-    launcher_rules = jobs["launcher"][0]["spec"].get("podFailurePolicy", {}).get("rules", [])
-    failing = sorted(v for r in launcher_rules if r.get("action") == "FailJob"
+    status_rules = jobs[status_job][0]["spec"].get("podFailurePolicy", {}).get("rules", [])
+    failing = sorted(v for r in status_rules if r.get("action") == "FailJob"
                      for v in r.get("onExitCodes", {}).get("values", []))
     if failing != no_retry_statuses():
-        fail(what, f"the launcher fails the job at once on {failing}; docs/failures.md says a retry cannot fix "
+        fail(what, f"the {status_job} fails the job at once on {failing}; docs/failures.md says a retry cannot fix "
                    f"{no_retry_statuses()}")
 
 
@@ -209,14 +234,18 @@ def dtrain_contract(what, job, runtime, platform, workers, gpus, accelerator, qu
         return
     words = shlex.split(command[2][len("time "):])
     device = ["--device", "cuda", "--backend", "nccl"] if gpus else None
-    if runtime is None:
+    if words[:1] == ["torchrun"] or runtime is None:
         if words[:1] != ["torchrun"] or "--no_python" not in words or words[words.index("--no_python") + 1] != "dtrain":
             fail(what, f"torchrun --no_python dtrain expected, got {words[:12]}")
         if not set(render_trainjob.TORCHRUN_LOG_FLAGS) <= set(words):
             fail(what, "Debian's torchrun needs --log_dir, --redirects and --tee")
         device = device or ["--device", "cpu", "--backend", "gloo"]
         gpu_resources = trainer.get("resourcesPerNode", {}).get("limits", {}).get("nvidia.com/gpu", 0)
-        pods = [pod for patch in spec["runtimePatches"] for _, _, pod in pod_templates(patch["trainingRuntimeSpec"])]
+        pods = [pod for patch in spec.get("runtimePatches", []) for _, _, pod in pod_templates(patch["trainingRuntimeSpec"])]
+        if runtime is not None:  # the pod settings are in dtrain's runtime, not in a patch
+            pods = [pod for _, _, pod in pod_templates(runtime["spec"])]
+        if len(pods) != 1:
+            fail(what, f"one node pod template with the pod settings expected, got {len(pods)}")
         node_pods = pods
     else:
         np = words.index("-np") if "-np" in words else -1
@@ -322,6 +351,26 @@ def main():
                 restart_rules(what, runtime, render_trainjob.DEFAULT_MAX_RESTARTS)
             rendered += 1
 
+    # torchrun with restart rules: dtrain's own torch runtime beside the TrainJob.
+    for platform, workers, gpus in itertools.product(render_mpijob.PLATFORMS, (2, 32), (0, 8)):
+        argv = ["--launcher", "torchrun", "--platform", platform, "--workers", str(workers), "--gpus-per-worker",
+                str(gpus), "--image", "registry.example.com/dtrain:1", "--namespace", "study", "--max-restarts", "2",
+                "--queue", "team-a"]
+        accelerator = "nvidia-l4" if platform == "gke" and gpus else ""
+        argv += ["--accelerator", accelerator] if accelerator else []
+        what = "trainjob " + " ".join(argv)
+        documents = render(argv)
+        if [d["kind"] for d in documents] != ["TrainingRuntime", "TrainJob"]:
+            fail(what, f"documents {[d['kind'] for d in documents]}")
+            continue
+        runtime, job = documents
+        for error in schema_errors(jobs_schema, job) + schema_errors(runtimes_schema, runtime):
+            fail(what, error)
+        trainer_rules(what, job, runtime)
+        dtrain_contract(what, job, runtime, platform, workers, gpus, accelerator, "team-a")
+        restart_rules(what, runtime, 2)
+        rendered += 1
+
     # The checks must catch what they are for.
     job = render(["--platform", "usernetes", "--workers", "2", "--image", "x"])[-1]
     misspelt = copy.deepcopy(job)
@@ -363,10 +412,14 @@ def main():
     retrying = copy.deepcopy(runtime)
     launcher_rjob = next(r for r in retrying["spec"]["template"]["spec"]["replicatedJobs"] if r["name"] == "launcher")
     launcher_rjob["template"]["spec"]["podFailurePolicy"]["rules"][0]["onExitCodes"]["values"] = [3, 4, 5]
+    torch_runtime = render(["--platform", "usernetes", "--workers", "2", "--image", "x", "--max-restarts", "1"])[0]
+    torch_retrying = copy.deepcopy(torch_runtime)
+    torch_retrying["spec"]["template"]["spec"]["failurePolicy"]["rules"][0]["targetReplicatedJobs"] = ["launcher"]
     for what, broken_runtime in (("restartPolicy OnFailure with a Pod failure policy", restarting),
-                                 ("a launcher that restarts on exit 2", retrying)):
+                                 ("a launcher that restarts on exit 2", retrying),
+                                 ("a torch runtime whose fail-at-once rule targets no node", torch_retrying)):
         before = len(vm.failures)
-        restart_rules("self-check", broken_runtime, 3)
+        restart_rules("self-check", broken_runtime, 1 if broken_runtime is torch_retrying else 3)
         if len(vm.failures) == before:
             fail("self-check", f"the restart rules' checks accepted {what}")
         else:
@@ -378,7 +431,7 @@ def main():
     broken = [
         (["--launcher", "mpirun", "--platform", "usernetes", "--workers", "2", "--max-restarts", "-1"],
          "--max-restarts must be 0 or more"),
-        (["--platform", "usernetes", "--workers", "2", "--max-restarts", "2"], "--max-restarts is for --launcher mpirun"),
+        (["--platform", "usernetes", "--workers", "2", "--max-restarts", "-2"], "--max-restarts must be 0 or more"),
         (["--launcher", "srun", "--platform", "gke", "--workers", "2", "--gpus-per-worker", "0"], "unknown launcher 'srun'"),
         (["--platform", "gke", "--workers", "2", "--gpus-per-worker", "0", "--queue", "Team_A"],
          "--queue 'Team_A' is not a LocalQueue name"),
@@ -404,7 +457,8 @@ def main():
         return 1
     print(f"validate_trainjobs: {rendered} TrainJobs valid (strict Trainer v2.3 CRDs, Trainer's webhook and plugin rules, "
           f"dtrain contract, restricted PSS for OpenShift); the checks caught a misspelt field, a wrong runtimeRef, "
-          f"a reserved variable, a runtime with two trainers and restart rules that would restart a bad configuration; "
+          f"a reserved variable, a runtime with two trainers and restart rules that would restart a bad configuration "
+          f"or miss the torchrun nodes; "
           f"{len(broken)} broken inputs rejected"
           + (f"; the torchrun TrainJob's command trained as two pods with Trainer's PET_* variables ({launcher})"
              if launcher else ""))

@@ -21,15 +21,20 @@ export JOB_CONSOLE=$work/job-console.txt JOB_RUN_DIR
 mkdir -p "$work/bin"
 cat >"$work/bin/kubectl" <<'KUBECTL'
 #!/usr/bin/env bash
-# Stand-in kubectl: records calls; `get mpijob -o jsonpath` reports Succeeded; `logs` prints the job's
-# console; `cp` of worker 0's log directory copies the job's run directory.
+# Stand-in kubectl: records calls; `get mpijob|trainjob -o jsonpath` reports Succeeded|Complete; `get pod`
+# names a TrainJob's first node pod; `logs` prints the job's console; `cp` of rank 0's log directory (an
+# MPIJob's worker 0, a TrainJob's first node) copies the job's run directory.
 echo "$*" >>"$KUBECTL_LOG"
 case "$*" in
-  "cp "*"-worker-0:/home/dtrain/dtrain-logs "*)
+  "cp "*"-worker-0:/home/dtrain/dtrain-logs "*|"cp "*"-node-0-0-x7k2p:/home/dtrain/dtrain-logs "*)
     mkdir -p "${*: -1}" && cp -r "$JOB_RUN_DIR" "${*: -1}/" ;;
   *"get mpijob"*jsonpath*) echo -n "Created Running Succeeded " ;;
+  *"get trainjob"*jsonpath*) echo -n "Created Complete " ;;
+  *"get pod"*"jobset.sigs.k8s.io/jobset-name="*"replicatedjob-name=node,batch.kubernetes.io/job-completion-index=0"*)
+    name=${*##*jobset-name=}; echo -n "${name%%,*}-node-0-0-x7k2p" ;;
   *"logs"*) cat "$JOB_CONSOLE" ;;
   *"get mpijob"*) echo "kind: MPIJob" ;;
+  *"get trainjob"*) echo "kind: TrainJob" ;;
 esac
 KUBECTL
 chmod +x "$work/bin/kubectl"
@@ -62,7 +67,7 @@ expected_labels=$(printf 'platform: "gke"\nnodes: 4\nranks: 4\ngpus_per_node: 1\
 grep -q '^result: "succeeded"$' "$work/study/n04-r2/result.yaml" && grep -q '^exit_code: 0$' "$work/study/n04-r2/result.yaml" ||
   { echo "FAIL: result.yaml:"; cat "$work/study/n04-r2/result.yaml"; failures=$((failures + 1)); }
 # Each run is applied, its run log copied, then it is deleted before the next starts.
-order=$(grep -oE '^(apply|cp|delete mpijob [a-z0-9-]+ --wait)' "$KUBECTL_LOG" | cut -c1-6 | tr '\n' ' ')
+order=$(grep -oE '^(apply|cp|delete -f [^ ]+ --wait)' "$KUBECTL_LOG" | cut -c1-6 | tr '\n' ' ')
 [ "$order" = "apply cp delete apply cp delete apply cp delete apply cp delete " ] ||
   { echo "FAIL: apply/cp/delete order: $order"; failures=$((failures + 1)); }
 # dtrain-report reads the study: a row per run with the launcher's time and the copied run log's figures
@@ -88,6 +93,24 @@ PY
   [ "$got" = "$want" ] || { echo "FAIL: runs.csv:"; echo "$got"; echo "expected:"; echo "$want"; failures=$((failures + 1)); }
 else
   echo "FAIL: dtrain-report on the study"; cat "$work/report.txt"; failures=$((failures + 1))
+fi
+# A TrainJob study (torchrun, Trainer's runtime): the console from the first node pod (found by JobSet's
+# labels), the run log copied from it, the labels saying how it ran.
+: >"$KUBECTL_LOG"
+if ! PATH=$work/bin:$PATH bash "$root/deploy/k8s/run_study.sh" --kind trainjob --sizes 2 --out "$work/study-tj" -- \
+     --launcher torchrun --platform usernetes --gpus-per-worker 0 --image img:1 >"$work/out-tj.txt" 2>&1; then
+  echo "FAIL: run_study.sh --kind trainjob exited non-zero"; cat "$work/out-tj.txt"; failures=$((failures + 1))
+fi
+tj=$work/study-tj/n02-r1
+if [ "$(cut -f4 "$work/study-tj/summary.tsv" 2>/dev/null | tail -n 1)" = succeeded ] &&
+   grep -q '^kind: TrainJob' "$tj/job.yaml" && grep -q 'numNodes: 2' "$tj/job.yaml" &&
+   grep -q '^runner: "k8s-trainjob-torchrun"$' "$tj/labels.yaml" && [ -s "$tj/logs/$run_name/events.jsonl" ] &&
+   grep -q "^logs --tail=-1 -l jobset.sigs.k8s.io/jobset-name=dtrain-mnist-usernetes-torchrun-2,jobset.sigs.k8s.io/replicatedjob-name=node,batch.kubernetes.io/job-completion-index=0" "$KUBECTL_LOG" &&
+   [ "$(grep -oE '^(apply|cp|delete -f [^ ]+ --wait)' "$KUBECTL_LOG" | cut -c1-6 | tr '\n' ' ')" = "apply cp delete " ]; then
+  echo "PASS: a TrainJob study: the first node's console and run log, labels runner k8s-trainjob-torchrun"
+else
+  echo "FAIL: the TrainJob study:"; cat "$work/out-tj.txt" "$work/study-tj/summary.tsv" "$tj/labels.yaml" "$KUBECTL_LOG"
+  failures=$((failures + 1))
 fi
 if PATH=$work/bin:$PATH bash "$root/deploy/k8s/run_study.sh" --sizes 2 --out "$work/x" --timeout soon -- --platform gke \
      >/dev/null 2>"$work/err.txt" || ! grep -q "timeout must be like" "$work/err.txt"; then

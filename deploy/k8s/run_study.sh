@@ -16,8 +16,8 @@
 # --clean-pod-policy, which is None so that worker 0 outlives the launcher until its log is copied).
 # Options: --kind mpijob|trainjob (default mpijob), --sizes, --reps, --out, --timeout (per run: 90m, 4h,
 # 600s; default 4h), --label KEY=VALUE (more labels, repeatable).
-# A TrainJob's pods end with it (torchrun's nodes exit, JobSet ends the rest), so its run log is copied only
-# where rank 0's pod is still up; give dtrain a volume (--dtrain-args "--log-dir /mounted/...") to keep it.
+# A torchrun TrainJob's nodes exit when training does, so its run log is copied only where rank 0's pod is
+# still up; give dtrain a volume (--dtrain-args "--log-dir /mounted/...") to keep it.
 # Results: OUT/n<size>-r<rep>/{labels.yaml,job.yaml,launcher.log,status.yaml,result.yaml,logs/}, and
 # OUT/summary.tsv with one line per run (result, bash time's real, final accuracy) to follow a study.
 set -euo pipefail

@@ -1,9 +1,5 @@
 #include "runtime/bootstrap/elastic_error_file.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <ctime>
 #include <nlohmann/json.hpp>
 
@@ -32,23 +28,14 @@ void write_elastic_error_file(const EnvLookup& env, int exit_code, const std::st
     if (!run_id || !path || path->empty()) return;
     const std::string text = message.empty() ? "dtrain exited with status " + std::to_string(exit_code) : message;
     const std::string bytes = elastic_error_json(exit_code, text, static_cast<long long>(std::time(nullptr)));
-    // The agent made the file's directory, per worker and attempt; a link there is not followed.
-    int error = 0;
-    const int fd = ::open(path->c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) error = errno;
-    for (size_t done = 0; fd >= 0 && error == 0 && done < bytes.size();) {
-      const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-      if (n > 0) {
-        done += static_cast<size_t>(n);
-      } else if (n < 0 && errno != EINTR) {
-        error = errno;
-      }
-    }
-    if (fd >= 0 && ::close(fd) != 0 && error == 0) error = errno;
-    if (error != 0) {
-      print_line_to_stderr("dtrain: warning: cannot write torchrun's error file '" + *path +
-                           "' (TORCHELASTIC_ERROR_FILE): " + errno_text(error) +
-                           "; torchrun shows this worker's failure without its message and status");
+    // In the directory the agent made for this worker and attempt; replaced whole (the agent never reads
+    // half a file, and a link there is replaced, not followed).
+    write_file_atomically(*path, bytes, Durability::kReplaced);
+  } catch (const std::exception& e) {
+    try {
+      print_line_to_stderr(std::string("dtrain: warning: torchrun's error file (TORCHELASTIC_ERROR_FILE): ") +
+                           e.what() + "; torchrun shows this worker's failure without its message and status");
+    } catch (...) {
     }
   } catch (...) {
     // Out of memory while exiting: the exit status still says what happened.

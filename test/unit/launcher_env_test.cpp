@@ -2,7 +2,6 @@
 // and a torchrun/PyTorchJob process told to use MPI stops instead of training alone.
 #include "test/support/catch.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -148,18 +147,21 @@ TEST_CASE("dtrain writes torchrun's error file only for a failed worker an agent
   const nlohmann::json record = nlohmann::json::parse(read_file(file));
   CHECK(record["message"]["errorCode"] == 2);
   CHECK(record["message"]["message"] == "dtrain: error: --epochs must be at least 1, got 0");
-  struct stat info {};
-  REQUIRE(::stat(file.c_str(), &info) == 0);
-  CHECK((info.st_mode & 0777) == 0600);
+  CHECK_FALSE(fs::exists(file + ".tmp"));
   write_elastic_error_file(env_of(agent), 143, "");  // a later exit replaces it; an empty text says the status
   CHECK(nlohmann::json::parse(read_file(file))["message"]["message"] == "dtrain exited with status 143");
 
-  // A link where the file goes is not followed (the warning goes to stderr); its target stays as it was.
+  // A link where the file goes is replaced, not followed: its target stays as it was.
   const std::string target = (dir / "target").string();
   write_file_atomically(target, "untouched", Durability::kReplaced);
   fs::remove(file);
   fs::create_symlink(target, file);
   write_elastic_error_file(env_of(agent), 4, "non-finite loss");
   CHECK(read_file(target) == "untouched");
+  CHECK(nlohmann::json::parse(read_file(file))["message"]["errorCode"] == 4);
+  // A directory that is gone: a warning, and the exit goes on.
+  const std::string gone = (dir / "gone" / "error.json").string();
+  write_elastic_error_file(env_of({{"TORCHELASTIC_RUN_ID", "job-7"}, {"TORCHELASTIC_ERROR_FILE", gone}}), 6, "lost a peer");
+  CHECK_FALSE(fs::exists(dir / "gone"));
   fs::remove_all(dir);
 }

@@ -82,30 +82,33 @@ done
 # conditions that end it, and the labels of the pod with dtrain's console and of the one with rank 0.
 if [ "$kind" = mpijob ]; then
   render=("$here/render_mpijob.py" --clean-pod-policy None)
-  resource=mpijob done_conditions="Succeeded Failed" runner_label=k8s
+  resource=mpijob succeeded=Succeeded runner_label=k8s
 else
   render=("$here/render_trainjob.py")
-  resource=trainjob done_conditions="Complete Failed" runner_label=k8s-trainjob-$launcher
+  resource=trainjob succeeded=Complete runner_label=k8s-trainjob-$launcher
 fi
-# console_selector JOB: the pod with dtrain's console, as a label selector (JobSet's labels for a TrainJob).
+# first_node JOB: a TrainJob's first node pod (JobSet's labels): rank 0's under both launchers (the
+# hostfile's first host, node rank 0), and dtrain's console under torchrun.
+first_node() {
+  echo "jobset.sigs.k8s.io/jobset-name=$1,jobset.sigs.k8s.io/replicatedjob-name=node,batch.kubernetes.io/job-completion-index=0"
+}
+# console_selector JOB: the pod with dtrain's console, as a label selector.
 console_selector() {
   if [ "$kind" = mpijob ]; then
     echo "training.kubeflow.org/job-name=$1,training.kubeflow.org/job-role=launcher"
   elif [ "$launcher" = mpirun ]; then
     echo "jobset.sigs.k8s.io/jobset-name=$1,jobset.sigs.k8s.io/replicatedjob-name=launcher"
   else
-    echo "jobset.sigs.k8s.io/jobset-name=$1,jobset.sigs.k8s.io/replicatedjob-name=node,batch.kubernetes.io/job-completion-index=0"
+    first_node "$1"
   fi
 }
-# rank0_pod JOB: the pod rank 0 ran in: an MPIJob's worker 0; a TrainJob's first node (the hostfile's first
-# host under mpirun, node rank 0 under torchrun), whose name has a random suffix.
+# rank0_pod JOB: the pod rank 0 ran in: an MPIJob's worker 0, a TrainJob's first node (its name has a
+# random suffix).
 rank0_pod() {
   if [ "$kind" = mpijob ]; then
     echo "$1-worker-0"
   else
-    kubectl "${namespace_args[@]}" get pod -o jsonpath='{.items[0].metadata.name}' \
-      -l "jobset.sigs.k8s.io/jobset-name=$1,jobset.sigs.k8s.io/replicatedjob-name=node,batch.kubernetes.io/job-completion-index=0" \
-      2>/dev/null || true
+    kubectl "${namespace_args[@]}" get pod -o jsonpath='{.items[0].metadata.name}' -l "$(first_node "$1")" 2>/dev/null || true
   fi
 }
 pod_label=$( [ "$kind" = mpijob ] && echo training.kubeflow.org/job-name || echo jobset.sigs.k8s.io/jobset-name )
@@ -142,8 +145,8 @@ for size in $sizes; do
       state=" $(kubectl "${namespace_args[@]}" get "$resource" "$job" \
         -o jsonpath='{range .status.conditions[?(@.status=="True")]}{.type}{" "}{end}' 2>/dev/null || true)"
       case "$state" in
-        *" ${done_conditions% *} "*) result=succeeded; code=0; break ;;
-        *" ${done_conditions#* } "*) result=failed; code=1; break ;;
+        *" $succeeded "*) result=succeeded; code=0; break ;;
+        *" Failed "*) result=failed; code=1; break ;;
       esac
       sleep 10
     done

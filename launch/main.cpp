@@ -623,7 +623,7 @@ std::unique_ptr<Session> start_session(int* argc, char*** argv, const LauncherEn
     };
     return std::make_unique<StoreSession>(env, comm.timeout_s, on_agent_gone);
   }
-  return std::make_unique<MpiSession>(argc, argv);
+  return std::make_unique<MpiSession>(argc, argv, /*started_alone=*/launcher.mpi_variable.empty());
 }
 
 }  // namespace

@@ -11,12 +11,13 @@
 
 namespace dtrain {
 
-MpiSession::MpiSession(int* argc, char*** argv) {
+MpiSession::MpiSession(int* argc, char*** argv, bool started_alone) {
   // Open MPI's non-blocking allreduce (libnbc) picks a binomial reduce + broadcast for in-place buffers
   // and for fewer than 4 ranks, which made dtrain's bucket allreduces 2-3x slower than blocking
   // MPI_Allreduce at every size from 64 KB to 256 MB (bench/allreduce_bench, 2 ranks). Its ring is
   // within 1.2x. Prefer it unless the user chose an algorithm; other MPIs ignore the variable.
   setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", /*overwrite=*/0);
+  if (started_alone) setenv("OMPI_MCA_ess_singleton_isolated", "1", /*overwrite=*/0);
   int provided = 0;
   DTRAIN_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
   if (provided < MPI_THREAD_SERIALIZED) {

@@ -58,6 +58,20 @@ void Communicator::broadcast_bytes(std::vector<std::string>& parts, int root) {
   }
 }
 
+void Communicator::exchange(const at::Tensor& send, at::Tensor& recv, int peer) {
+  const ErrorOrigin origin = error_origin();
+  DTRAIN_CHECK_AT(peer >= 0 && peer < world_size() && peer != rank(), CommError, origin,
+                  "exchange with rank " << peer << ": expected another rank in [0, " << world_size() << ")");
+  check_contiguous(send, origin, "exchange");
+  check_contiguous(recv, origin, "exchange");
+  DTRAIN_CHECK_AT(send.sizes() == recv.sizes() && send.scalar_type() == recv.scalar_type() &&
+                      send.device() == recv.device(),
+                  CommError, origin,
+                  "exchange with rank " << peer << ": the receive tensor (" << recv.sizes() << ", " << recv.scalar_type()
+                                        << ") differs from the sent one (" << send.sizes() << ", " << send.scalar_type() << ")");
+  exchange_checked(send, recv, peer);
+}
+
 at::Tensor Communicator::allgather(const at::Tensor& tensor) {
   return allgather_checked(tensor.contiguous());  // small values: any layout, copied if need be
 }

@@ -60,6 +60,11 @@ class Communicator {
   // layout) into a new tensor of shape [world_size, ...], indexed by rank.
   at::Tensor allgather(const at::Tensor& tensor);
 
+  // Point to point, blocking: sends `send` to rank `peer` and receives peer's tensor of the same shape
+  // and dtype into `recv` (contiguous, its own storage). Both ranks call it naming each other; a pairwise
+  // step of a reduction whose order the caller fixes (the deterministic reducer's tree).
+  void exchange(const at::Tensor& send, at::Tensor& recv, int peer);
+
   // Collective, blocking.
   virtual void barrier() = 0;
 
@@ -73,6 +78,7 @@ class Communicator {
   virtual std::unique_ptr<Work> allreduce_checked(at::Tensor tensor, ReduceOp op) = 0;
   virtual void broadcast_checked(at::Tensor& tensor, int root) = 0;
   virtual at::Tensor allgather_checked(const at::Tensor& tensor) = 0;
+  virtual void exchange_checked(const at::Tensor& send, at::Tensor& recv, int peer) = 0;
   // This rank as the backend's errors name it (rank, world size, host).
   virtual ErrorOrigin error_origin() const = 0;
 };

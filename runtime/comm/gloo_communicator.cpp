@@ -147,6 +147,17 @@ at::Tensor GlooCommunicator::allgather_checked(const at::Tensor& tensor) {
   return at::stack(outputs[0]);
 }
 
+void GlooCommunicator::exchange_checked(const at::Tensor& send, at::Tensor& recv, int peer) {
+  check_tensor(send, impl_->origin, "exchange");
+  constexpr int kExchangeTag = 7;
+  const std::string what = "exchange of " + std::to_string(send.nbytes()) + " bytes with rank " + std::to_string(peer);
+  std::vector<at::Tensor> out{send};
+  std::vector<at::Tensor> in{recv};
+  c10::intrusive_ptr<c10d::Work> receiving = impl_->guarded(what, [&] { return impl_->group->recv(in, peer, kExchangeTag); });
+  impl_->run(what, [&] { return impl_->group->send(out, peer, kExchangeTag); });
+  impl_->run(what, [&] { return receiving; });
+}
+
 void GlooCommunicator::barrier() {
   impl_->run("barrier", [&] { return impl_->group->barrier(); });
 }

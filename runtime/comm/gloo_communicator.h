@@ -40,6 +40,7 @@ class GlooCommunicator final : public Communicator {
   std::unique_ptr<Work> allreduce_checked(at::Tensor tensor, ReduceOp op) override;
   void broadcast_checked(at::Tensor& tensor, int root) override;
   at::Tensor allgather_checked(const at::Tensor& tensor) override;
+  void exchange_checked(const at::Tensor& send, at::Tensor& recv, int peer) override;
   ErrorOrigin error_origin() const override;
 
  private:

@@ -17,6 +17,8 @@ class LocalCommunicator final : public Communicator {
   std::unique_ptr<Work> allreduce_checked(at::Tensor tensor, ReduceOp op) override;
   void broadcast_checked(at::Tensor& tensor, int root) override {}
   at::Tensor allgather_checked(const at::Tensor& tensor) override;
+  // Unreachable: a world of one has no peer, and the front refuses every rank.
+  void exchange_checked(const at::Tensor&, at::Tensor&, int) override {}
   ErrorOrigin error_origin() const override { return ErrorOrigin{}; }  // one rank: no rank to name
 };
 

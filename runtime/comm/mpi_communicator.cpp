@@ -225,6 +225,20 @@ at::Tensor MpiCommunicator::allgather_checked(const at::Tensor& tensor) {
   return output.to(tensor.device());
 }
 
+void MpiCommunicator::exchange_checked(const at::Tensor& send, at::Tensor& recv, int peer) {
+  const at::Tensor out = host_copy(send);
+  at::Tensor in = recv.is_cuda() ? at::empty(recv.sizes(), recv.options().device(at::kCPU).pinned_memory(true)) : recv;
+  const int count = mpi_count(out, "exchange");
+  const std::string what = "exchange of " + std::to_string(out.nbytes()) + " bytes with rank " + std::to_string(peer);
+  constexpr int kExchangeTag = 7;  // the private communicator carries no other point-to-point messages
+  MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  DTRAIN_MPI_CHECK(MPI_Irecv(in.data_ptr(), count, mpi_type(in), peer, kExchangeTag, impl_->comm, &requests[0]));
+  DTRAIN_MPI_CHECK(MPI_Isend(out.data_ptr(), count, mpi_type(out), peer, kExchangeTag, impl_->comm, &requests[1]));
+  detail::wait_mpi_request(&requests[0], wait_, "MPI_Irecv of the " + what);
+  detail::wait_mpi_request(&requests[1], wait_, "MPI_Isend of the " + what);
+  if (recv.is_cuda()) recv.copy_(in);
+}
+
 void MpiCommunicator::barrier() {
   MPI_Request request = MPI_REQUEST_NULL;
   DTRAIN_MPI_CHECK(MPI_Ibarrier(impl_->comm, &request));

@@ -429,6 +429,28 @@ at::Tensor NcclCommunicator::allgather_checked(const at::Tensor& tensor) {
   return output;
 }
 
+void NcclCommunicator::exchange_checked(const at::Tensor& send, at::Tensor& recv, int peer) {
+  if (!send.is_cuda()) {
+    if (impl_->host) return impl_->host->exchange(send, recv, peer);
+    const at::Device gpu(at::kCUDA, static_cast<c10::DeviceIndex>(impl_->options.device));
+    at::Tensor staged = at::empty(recv.sizes(), recv.options().device(gpu));
+    exchange(send.to(gpu), staged, peer);
+    recv.copy_(staged);  // waits for the GPU
+    return;
+  }
+  detail::NcclState& impl = *impl_;
+  impl.throw_if_failed();
+  const size_t count = impl.check_tensor(send, "exchange");
+  const std::string what = "ncclSend/ncclRecv of " + std::to_string(send.nbytes()) + " bytes with rank " + std::to_string(peer);
+  impl.order_after_compute();
+  DTRAIN_NCCL_CHECK(impl, ncclGroupStart(), what);
+  DTRAIN_NCCL_CHECK(impl, ncclSend(send.data_ptr(), count, nccl_type(send), peer, impl.comm, impl.stream), what);
+  DTRAIN_NCCL_CHECK(impl, ncclRecv(recv.data_ptr(), count, nccl_type(recv), peer, impl.comm, impl.stream), what);
+  DTRAIN_NCCL_CHECK(impl, ncclGroupEnd(), what);
+  const std::shared_ptr<detail::Op> op = impl.finish_enqueue(what);
+  impl.wait_host(*op);
+}
+
 void NcclCommunicator::barrier() {
   // Every collective this rank issued has been handed to the GPU; what remains is the ranks meeting.
   impl_->throw_if_failed();

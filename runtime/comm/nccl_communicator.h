@@ -58,6 +58,7 @@ class NcclCommunicator final : public Communicator {
   // Blocking (host waits for the GPU, within timeout_s).
   void broadcast_checked(at::Tensor& tensor, int root) override;
   at::Tensor allgather_checked(const at::Tensor& tensor) override;
+  void exchange_checked(const at::Tensor& send, at::Tensor& recv, int peer) override;
   ErrorOrigin error_origin() const override;
 
  private:

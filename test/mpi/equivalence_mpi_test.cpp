@@ -103,6 +103,7 @@ class SumsInsteadOfAverages final : public Communicator {
   }
   void broadcast_checked(at::Tensor& tensor, int root) override { inner_.broadcast(tensor, root); }
   at::Tensor allgather_checked(const at::Tensor& tensor) override { return inner_.allgather(tensor); }
+  void exchange_checked(const at::Tensor& send, at::Tensor& recv, int peer) override { inner_.exchange(send, recv, peer); }
   ErrorOrigin error_origin() const override { return ErrorOrigin{inner_.rank(), inner_.world_size(), {}}; }
 
  private:

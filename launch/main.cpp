@@ -41,6 +41,7 @@
 #endif
 #include "runtime/reduce/bucket_probe.h"
 #include "runtime/reduce/bucketed_reducer.h"
+#include "runtime/reduce/shard_tree_reducer.h"
 #include "runtime/train/checkpoint_files.h"
 #include "runtime/train/memory_copy.h"
 #include "runtime/train/run_directory.h"
@@ -80,6 +81,8 @@ Failure failure_of(const std::function<void()>& body) {
 // train.threads, else what the launcher and the CPUs this process may use allow (cpu_budget.h).
 ThreadChoice threads_per_rank(const TrainConfig& config, const Session& session) {
   if (config.train.threads > 0) return ThreadChoice{static_cast<int>(config.train.threads), "--threads", ""};
+  // A kernel that splits a sum over threads sums in another order with another thread count.
+  if (config.train.deterministic) return ThreadChoice{1, "train.deterministic", ""};
   return choose_threads(process_environment(), read_cpu_facts(), session.local_world_size());
 }
 
@@ -343,7 +346,8 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
   std::optional<AllreduceFit> fit;
   std::optional<BucketProbeRecord> bucket_probe;
   double compute_cores = 0.0;
-  if (config.comm.bucket_sizing == BucketSizing::kNetwork && comm->world_size() > 1) {
+  // train.deterministic sums whole gradients in its tree after backward: it has no buckets to size.
+  if (config.comm.bucket_sizing == BucketSizing::kNetwork && comm->world_size() > 1 && !config.train.deterministic) {
     const Failure probe_failure = agree(wait, [&] { fit = probe_allreduce(*comm, compute_device); });
     if (probe_failure.failed()) return fail_together(probe_failure);
     if (device != DeviceKind::kCuda) compute_cores = cores_per_rank(read_cpu_facts(), session_.local_world_size());
@@ -351,9 +355,11 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
                                      fit->large_bytes, fit->large_s, fit->probe_s, compute_cores,
                                      per_bucket_s(*fit, compute_cores)};
   }
-  ReducerFactory make_reducer = [reducer_options, fit, compute_cores](std::vector<at::Tensor> params,
-                                                                      const std::vector<at::Tensor>& buffers,
-                                                                      Communicator& c) -> std::unique_ptr<GradReducer> {
+  const int64_t shards = config.train.deterministic ? config.train.shards : 0;
+  ReducerFactory make_reducer = [reducer_options, fit, compute_cores, shards](
+                                    std::vector<at::Tensor> params, const std::vector<at::Tensor>& buffers,
+                                    Communicator& c) -> std::unique_ptr<GradReducer> {
+    if (shards > 0) return std::make_unique<ShardTreeReducer>(std::move(params), buffers, c, shards);
     ReducerOptions options = reducer_options;
     if (fit) {
       int64_t gradient_bytes = 0;
@@ -476,7 +482,8 @@ void Job::apply_launcher(TrainConfig& config, const ConfigSources& sources) {
                      "): comm.bootstrap is 'env', so the ranks come from torchrun's (" + launcher_.torch_summary + ")";
   }
   if (config.train.elastic_batch == ElasticBatch::kAuto) {
-    config.train.elastic_batch = session_.elastic_agent() ? ElasticBatch::kGlobal : ElasticBatch::kPerRank;
+    config.train.elastic_batch =
+        session_.elastic_agent() || config.train.deterministic ? ElasticBatch::kGlobal : ElasticBatch::kPerRank;
   }
   if (session_.elastic_agent() && config.checkpoint.enabled && !sources.count("checkpoint.resume")) {
     config.checkpoint.resume = true;

@@ -70,6 +70,11 @@ struct TrainOptions {
   Precision precision = Precision::kFp32;  // bf16/fp16: autocast; fp16 adds a dynamic loss scale
   bool channels_last = false;  // 4-d activations and weights in NHWC memory order (faster convolutions on GPUs)
   bool sync_batchnorm = false;  // BatchNorm batch statistics over the global batch (all ranks) in training
+  // Same bits at any world size (runtime/reduce/shard_tree_reducer.h): the global batch is split into
+  // `shards` fixed micro-batches whose gradients are summed in one tree over shard indices, whatever the
+  // ranks; one intra-op thread per rank. Holds the global batch (train.elastic_batch global).
+  bool deterministic = false;
+  int64_t shards = 8;  // with deterministic: a power of two; the world size must divide it
   NonFinitePolicy on_nonfinite = NonFinitePolicy::kStop;  // see docs/failures.md
   double peak_tflops = 0.0;  // one device's peak TFLOP/s at the run's precision, for MFU; 0 = unknown
 };

@@ -404,6 +404,15 @@ std::vector<ConfigField> build_fields() {
                          "BatchNorm statistics over all ranks' samples in training (SyncBatchNorm), for small "
                          "per-rank batches",
                          [](TrainConfig& c) -> bool& { return c.train.sync_batchnorm; }));
+  f.push_back(bool_field("train.deterministic", "deterministic",
+                         "parameters bitwise equal at any world size (1 to train.shards ranks), backend and restart: "
+                         "the global batch in train.shards fixed micro-batches summed in one fixed order; one thread "
+                         "per rank (docs/usage.md)",
+                         [](TrainConfig& c) -> bool& { return c.train.deterministic; }));
+  f.push_back(int_field("train.shards", "shards",
+                        "with deterministic: micro-batches per global batch, a power of two that the world size "
+                        "divides; it must divide the global batch",
+                        [](TrainConfig& c) -> int64_t& { return c.train.shards; }, 1, 4096));
   f.push_back(float_field("train.peak_tflops", "peak-tflops",
                           "one device's peak TFLOP/s at the run's precision: epoch records then carry the model "
                           "FLOPs utilisation (mfu); 0 = unknown",

@@ -11,6 +11,40 @@ std::string described(const std::string& key, const ConfigSources& sources) {
   return key + (it == sources.end() ? " (default)" : " (from " + it->second + ")");
 }
 
+// The combinations train.deterministic cannot make exact, refused rather than run approximately.
+void validate_deterministic(const TrainConfig& config, const ConfigSources& sources) {
+  const TrainOptions& train = config.train;
+  const std::string mode = described("train.deterministic", sources);
+  if ((train.shards & (train.shards - 1)) != 0) {
+    throw ConfigError(described("train.shards", sources) + " must be a power of two (1, 2, 4, 8, ...) for " + mode +
+                      ": the shards' gradients are summed in a binary tree, got " + std::to_string(train.shards));
+  }
+  if (train.elastic_batch == ElasticBatch::kPerRank) {
+    throw ConfigError(mode + " holds the global batch at every world size, but " + described("train.elastic_batch", sources) +
+                      " is 'per-rank'");
+  }
+  if (train.sync_batchnorm) {
+    throw ConfigError(mode + " keeps BatchNorm statistics per shard; " + described("train.sync_batchnorm", sources) +
+                      " would compute them over each world size's ranks");
+  }
+  if (train.precision != Precision::kFp32) {
+    throw ConfigError(mode + " is verified in fp32 only, but " + described("train.precision", sources) + " is '" +
+                      to_string(train.precision) + "'");
+  }
+  if (train.threads > 1) {
+    throw ConfigError(mode + " runs one intra-op thread per rank (a kernel's sums must not depend on the cores), but " +
+                      described("train.threads", sources) + " is " + std::to_string(train.threads));
+  }
+  if (config.comm.compress != Compression::kNone) {
+    throw ConfigError(mode + " exchanges gradients in fp32, but " + described("comm.compress", sources) + " is '" +
+                      to_string(config.comm.compress) + "'");
+  }
+  if (config.data.skip_bad_images) {
+    throw ConfigError(mode + " needs every sample of a batch: " + described("data.skip_bad_images", sources) +
+                      " replaces an unreadable one by another sample of the same rank's batch");
+  }
+}
+
 }  // namespace
 
 void validate_config(const TrainConfig& config, const ConfigSources& sources) {
@@ -53,6 +87,7 @@ void validate_config(const TrainConfig& config, const ConfigSources& sources) {
                         described("checkpoint.enabled", sources) + " is false");
     }
   }
+  if (train.deterministic) validate_deterministic(config, sources);
   if (train.global_batch_size > 0 && train.elastic_batch == ElasticBatch::kPerRank) {
     throw ConfigError(described("train.global_batch_size", sources) + " holds the global batch, but " +
                       described("train.elastic_batch", sources) + " is 'per-rank'; use --elastic-batch global");
@@ -64,6 +99,10 @@ void validate_for_device(const TrainConfig& config, DeviceKind device, const Con
     // CPU kernels for half are slow or missing, and bf16 has fp32's range, so it needs no loss scaling.
     throw ConfigError(described("train.precision", sources) + " 'fp16' needs comm.device 'cuda', but the device is '" +
                       to_string(device) + "'; use --precision bf16 on the CPU");
+  }
+  if (config.train.deterministic && device == DeviceKind::kCuda) {
+    throw ConfigError(described("train.deterministic", sources) + " runs on the CPU: dtrain does not yet select "
+                      "bitwise-reproducible CUDA kernels (cuDNN, atomic adds); use --device cpu");
   }
 }
 

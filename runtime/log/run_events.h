@@ -41,6 +41,14 @@ struct GradientBuckets {
   std::vector<int64_t> bucket_bytes;  // in the order they are sent
 };
 
+// A train.deterministic run's split of the global batch (runtime/reduce/shard_tree_reducer.h).
+struct DeterministicRecord {
+  int64_t shards = 0;             // train.shards
+  int64_t shards_per_rank = 0;    // backward passes per step on each rank
+  int64_t global_batch = 0;       // samples per optimizer step
+  int64_t samples_per_shard = 0;  // of a full global batch
+};
+
 struct RunInfo {
   std::string workload;
   std::string config_yaml;  // the effective configuration
@@ -73,6 +81,7 @@ struct RunInfo {
   NetworkInfo network;
   std::optional<BucketProbeRecord> bucket_probe;  // set under comm.bucket_sizing 'network' with 2 or more ranks
   std::vector<GradientBuckets> gradient_buckets;  // one per module with an optimizer
+  std::optional<DeterministicRecord> deterministic;  // set under train.deterministic
 };
 
 // A checkpoint written inside an epoch (checkpoint.every_steps, checkpoint.every_s).

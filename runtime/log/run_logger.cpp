@@ -144,7 +144,8 @@ void RunLogger::run_start(const RunInfo& info) {
   out_ << "dtrain " << info.dtrain_version << " | workload " << info.workload << " | world size "
       << info.world_size << " on " << info.hosts.size() << (info.hosts.size() == 1 ? " host" : " hosts") << " ("
       << hosts << ") | backend " << info.backend << " | device " << info.device << " | threads per rank "
-      << info.threads_per_rank << (info.threads_source.empty() ? "" : " (" + info.threads_source + ")") << "\n"
+      << info.threads_per_rank << (info.threads_source.empty() ? "" : " (" + info.threads_source + ")")
+      << (info.deterministic ? " | deterministic: " + std::to_string(info.deterministic->shards) + " shards" : "") << "\n"
       << "libtorch " << info.torch_version << " | " << info.launcher << "\n"
       << "network: " << network_text(info.network) << "\n";
   if (info.bucket_probe) out_ << bucket_probe_line(*info.bucket_probe, info.gradient_buckets) << "\n";
@@ -190,6 +191,14 @@ void RunLogger::run_start(const RunInfo& info) {
   network["address"] = info.network.address;
   network["mtu"] = info.network.mtu;
   record["network"] = network;
+  if (info.deterministic) {
+    JsonRecord deterministic;
+    deterministic["shards"] = info.deterministic->shards;
+    deterministic["shards_per_rank"] = info.deterministic->shards_per_rank;
+    deterministic["global_batch"] = info.deterministic->global_batch;
+    deterministic["samples_per_shard"] = info.deterministic->samples_per_shard;
+    record["deterministic"] = deterministic;
+  }
   if (info.bucket_probe) {
     const BucketProbeRecord& p = *info.bucket_probe;
     JsonRecord probe;

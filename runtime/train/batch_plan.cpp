@@ -1,8 +1,22 @@
 #include "runtime/train/batch_plan.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "runtime/util/error.h"
 
 namespace dtrain {
+namespace {
+
+// The global batch a run holds, and where it came from: train.global_batch_size, else the checkpoint's,
+// else batch_size x accumulate x ranks at this start.
+std::pair<int64_t, const char*> held_global_batch(const TrainOptions& options, int world_size, int64_t restored_global) {
+  if (options.global_batch_size > 0) return {options.global_batch_size, "train.global_batch_size"};
+  if (restored_global > 0) return {restored_global, "the checkpoint's"};
+  return {options.batch_size * options.accumulate * world_size, "batch_size x accumulate x ranks at this start"};
+}
+
+}  // namespace
 
 std::string BatchPlan::text() const {
   const int64_t ranks = global_batch / (per_rank * accumulate);
@@ -37,20 +51,12 @@ BatchPlan plan_global_batch(int64_t global_batch, int world_size, int64_t max_pe
   return BatchPlan{global_batch, 1, per_rank_total};  // unreachable: one sample per pass always fits
 }
 
-RunBatch plan_run_batch(TrainOptions& options, int world_size, int64_t restored_global) {
+RunBatch plan_run_batch(TrainOptions& options, int world_size, int64_t restored_global, int64_t train_samples) {
+  if (options.deterministic) return plan_deterministic_batch(options, world_size, restored_global, train_samples);
   if (options.elastic_batch != ElasticBatch::kGlobal) {
     return {options.batch_size * options.accumulate * world_size, {}};
   }
-  int64_t global = options.global_batch_size;
-  const char* from = "train.global_batch_size";
-  if (global == 0 && restored_global > 0) {
-    global = restored_global;
-    from = "the checkpoint's";
-  }
-  if (global == 0) {
-    global = options.batch_size * options.accumulate * world_size;
-    from = "batch_size x accumulate x ranks at this start";
-  }
+  const auto [global, from] = held_global_batch(options, world_size, restored_global);
   const BatchPlan plan = plan_global_batch(global, world_size, options.batch_size);
   // train.max_steps counts backward passes at the configured accumulation: the same optimizer steps.
   if (options.max_steps > 0) {
@@ -59,6 +65,38 @@ RunBatch plan_run_batch(TrainOptions& options, int world_size, int64_t restored_
   options.batch_size = plan.per_rank;
   options.accumulate = plan.accumulate;
   return {plan.global_batch, "elastic batch: " + plan.text() + " (" + from + "; train.elastic_batch global)"};
+}
+
+RunBatch plan_deterministic_batch(TrainOptions& options, int world_size, int64_t restored_global, int64_t train_samples) {
+  const int64_t shards = options.shards;
+  const int64_t ranks = world_size;
+  if (ranks <= 0 || (ranks & (ranks - 1)) != 0 || shards % ranks != 0) {
+    throw ConfigError("train.deterministic: " + std::to_string(ranks) + " ranks cannot share the " + std::to_string(shards) +
+                      " shards of train.shards; the world size must be a power of two that divides them (1, 2, 4, ... " +
+                      std::to_string(shards) + " ranks), or choose --shards for this world size");
+  }
+  const auto [global, from] = held_global_batch(options, world_size, restored_global);
+  if (global % shards != 0) {
+    throw ConfigError("train.deterministic: the global batch of " + std::to_string(global) + " samples (" + from +
+                      ") is not a multiple of train.shards (" + std::to_string(shards) +
+                      "); choose --global-batch-size " + std::to_string((global / shards + 1) * shards) + " or --shards");
+  }
+  // Optimizer steps: train.max_steps counts backward passes at the configured accumulation.
+  if (options.max_steps > 0) options.max_steps = (options.max_steps + options.accumulate - 1) / options.accumulate;
+  const int64_t epoch_samples = options.max_steps > 0 ? std::min(train_samples, options.max_steps * global) : train_samples;
+  const int64_t last = epoch_samples % global;
+  if (last > 0 && last < shards) {
+    throw ConfigError("train.deterministic: an epoch of " + std::to_string(epoch_samples) + " samples ends with a global "
+                      "batch of " + std::to_string(last) + ", fewer than its " + std::to_string(shards) +
+                      " shards (train.shards); choose a global batch that leaves none or at least " + std::to_string(shards) +
+                      " samples, or --max-steps");
+  }
+  options.batch_size = global / ranks;
+  options.accumulate = 1;
+  return {global, "deterministic: global batch " + std::to_string(global) + " in " + std::to_string(shards) + " shards of " +
+                      std::to_string(global / shards) + " samples, " + std::to_string(shards / ranks) + " per rank at " +
+                      std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks") + " (" + from +
+                      "), summed in one fixed order; one thread per rank"};
 }
 
 }  // namespace dtrain

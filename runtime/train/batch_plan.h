@@ -27,11 +27,20 @@ BatchPlan plan_global_batch(int64_t global_batch, int world_size, int64_t max_pe
 // train.global_batch_size, else the resumed checkpoint's (`restored_global`, 0 for none), else batch_size
 // x accumulate x ranks, split by plan_global_batch: options.batch_size, accumulate and max_steps (which
 // counts backward passes) are set to the plan's, and `note` says how it was split and why. Otherwise
-// the per-rank batch as configured.
+// the per-rank batch as configured. Under train.deterministic, plan_deterministic_batch's, for an epoch of
+// `train_samples`.
 struct RunBatch {
   int64_t global_batch = 0;
   std::string note;  // empty unless the global batch is held
 };
-RunBatch plan_run_batch(TrainOptions& options, int world_size, int64_t restored_global);
+RunBatch plan_run_batch(TrainOptions& options, int world_size, int64_t restored_global, int64_t train_samples);
+
+// The batch of a train.deterministic run (runtime/reduce/shard_tree_reducer.h): the global batch as
+// plan_run_batch holds it, each rank loading global / ranks samples per step (options.batch_size; no
+// accumulation: its train.shards / ranks shards are the backward passes) and train.max_steps counting
+// optimizer steps. Throws ConfigError, the same on every rank, when the world size is not a power of two
+// dividing train.shards, when train.shards does not divide the global batch, or when an epoch of
+// `train_samples` would end with a global batch of fewer samples than shards.
+RunBatch plan_deterministic_batch(TrainOptions& options, int world_size, int64_t restored_global, int64_t train_samples);
 
 }  // namespace dtrain

@@ -98,11 +98,11 @@ void TrainState::backward(const at::Tensor& loss, const std::vector<std::string>
     reducers.push_back(m.reducer.get());
   }
   for (GradReducer* reducer : reducers) reducer->prepare_backward(micro_batch_.last);
-  // The weight is 1/group_size where the loss is finite and NaN where it is not (0 x inf = NaN): a bad
+  // The weight is micro_batch_.weight where the loss is finite and NaN where it is not (0 x inf = NaN): a bad
   // loss on one rank makes its gradients NaN, and the average carries that to every rank, so the
   // gradient check after the allreduce is one signal that all ranks agree on, with no collective of its
   // own and no host read here.
-  const at::Tensor weight = loss.detach().mul(0.0).add_(1.0 / static_cast<double>(micro_batch_.group_size));
+  const at::Tensor weight = loss.detach().mul(0.0).add_(micro_batch_.weight);
   at::Tensor objective = loss * weight;
   if (scaler_) objective = scaler_->scale(objective);
   objective.backward();

@@ -41,6 +41,9 @@ struct MicroBatch {
   // The same on every rank, new each epoch: draws that belong to a sample rather than to a rank (a GAN's
   // latent vectors) come from (sample_seed, Batch::indices), so they do not depend on the world size.
   uint64_t sample_seed = 0;
+  // The factor on this micro-batch's mean loss: 1/group_size, or under train.deterministic its shard's
+  // share of the global batch's samples (the shards' weighted gradients then sum to the global mean's).
+  double weight = 1.0;
 };
 
 // The error that stops a run for non-finite values at steps [first, last] of `epoch`, with the advice

@@ -11,10 +11,12 @@
 
 #include "runtime/data/distributed_sampler.h"
 #include "runtime/train/batch_plan.h"
+#include "runtime/train/draw_seeds.h"
 #include "runtime/train/epoch_run.h"
 #include "runtime/train/module_setup.h"
 #include "runtime/train/non_finite.h"
 #include "runtime/train/optimizer_factory.h"
+#include "runtime/train/shard_steps.h"
 #include "runtime/util/check.h"
 #include "runtime/util/process_stats.h"
 #include "runtime/util/stop_signals.h"
@@ -31,16 +33,6 @@ constexpr int64_t kNonFiniteCheckSteps = 100;
 // On a GPU the ranks agree on stop signals every this many steps (or evaluation batches): a host-side
 // collective every step would make the device wait for the host.
 constexpr int64_t kGpuStopCheckSteps = 10;
-
-// Seed of torch's generator (dropout) for one rank and epoch: reseeding at every epoch start makes a
-// resumed run draw exactly the masks the uninterrupted run would have drawn.
-uint64_t epoch_seed(int64_t seed, int64_t epoch, int rank) {
-  uint64_t z = static_cast<uint64_t>(seed) * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(epoch) * 0xbf58476d1ce4e5b9ULL +
-               static_cast<uint64_t>(rank) * 0x94d049bb133111ebULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 }  // namespace
 
@@ -114,7 +106,8 @@ RunIdentity Trainer::identity() const {
 
 void Trainer::plan_batch() {
   planned_ = true;
-  RunBatch batch = plan_run_batch(config_.train, comm_.world_size(), restored_ ? restored_->global_batch : 0);
+  RunBatch batch = plan_run_batch(config_.train, comm_.world_size(), restored_ ? restored_->global_batch : 0,
+                                  data_.train->size());
   global_batch_ = batch.global_batch;
   batch_note_ = std::move(batch.note);
   checkpoints_.identify(identity());
@@ -167,6 +160,7 @@ void Trainer::start_run(RunInfo& info) {
     for (const at::Tensor& p : m.module->parameters()) info.parameters += p.numel();
     if (m.reducer) info.gradient_buckets.push_back({m.name, m.reducer->bucket_bytes()});
   }
+  info.deterministic = deterministic_record(config_.train, comm_.world_size(), global_batch_);
   for (RunObserver* o : observers_) o->run_starting(info);
   logger_.run_start(info);
   for (RunObserver* o : observers_) o->run_started();
@@ -269,6 +263,8 @@ std::vector<int64_t> Trainer::plan_epoch(EpochRun& run, EpochStats& stats) const
   } else {
     run.first_step = start_sample / (opt.batch_size * comm_.world_size());
     order = sampler.indices(epoch, start_sample);
+    // Shards are fixed sets of samples: no rank trains on the sampler's padding.
+    if (opt.deterministic) order.resize(static_cast<size_t>(unpadded_samples(train.size(), start_sample, comm_.rank(), comm_.world_size())));
   }
   const int64_t samples = static_cast<int64_t>(order.size());
   run.steps = run.first_step + (samples + opt.batch_size - 1) / opt.batch_size;
@@ -333,12 +329,17 @@ void Trainer::train_step(EpochRun& run, int64_t step, const Batch& batch, EpochS
     run.current_lr = lr;
   }
   const MicroBatch micro{run.epoch, step + 1, group_size, step == group_start, step == group_start + group_size - 1,
-                         run.sample_seed};
+                         run.sample_seed, 1.0 / static_cast<double>(group_size)};
   if (micro.first) sync_buffers();
-  state_.begin_micro_batch(micro);
   const StepRecord record{run.epoch, step + 1, ++run_step_, batch.size};
   for (RunObserver* o : observers_) o->before_step(record);
-  step_->train(batch, state_, run.group_sums);
+  if (opt.deterministic) {
+    const ShardedStep where = sharded_step(opt, step, global_batch_, data_.train->size(), comm_.rank(), comm_.world_size());
+    train_shards(*step_, state_, batch, micro, where, run.group_sums);
+  } else {
+    state_.begin_micro_batch(micro);
+    step_->train(batch, state_, run.group_sums);
+  }
   for (auto o = observers_.rbegin(); o != observers_.rend(); ++o) (*o)->after_step(record);
   const StepCommStats comm = state_.take_comm_stats();
   stats.comm_s += comm.comm_s;

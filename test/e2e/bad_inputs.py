@@ -142,6 +142,14 @@ def cases(root, checkpoint):
         "train.accumulate 2: the biggan step updates the discriminator, then the generator, on every batch")
     add("biggan at an image size without a layout", ["--workload", "biggan", "--synthetic", "--image-size", "48"], CONFIG,
         "data.image_size 48: the biggan workload has layouts for 32x32 and 64x64 images; use 32 or 64")
+    add("biggan --deterministic", ["--workload", "biggan", "--synthetic", "--deterministic"], CONFIG,
+        "train.deterministic: the biggan step updates the discriminator, then the generator, on every batch")
+    add("--deterministic with 6 shards", FAST + ["--deterministic", "--shards", "6"], CONFIG,
+        "train.shards (from --shards) must be a power of two")
+    add("--deterministic, more ranks than shards", FAST + ["--deterministic", "--shards", "1"], CONFIG,
+        "train.deterministic: 2 ranks cannot share the 1 shards of train.shards", ranks=2)
+    add("--deterministic, a global batch the shards do not divide", FAST + ["--deterministic", "--global-batch-size", "100"],
+        CONFIG, "the global batch of 100 samples (train.global_batch_size) is not a multiple of train.shards (8)")
     add("--profile-rank beyond the world", ["--synthetic", "--profile-steps", "1:2", "--profile-rank", "5"], CONFIG,
         "log.profile_rank is 5, but the run has ranks 0 to 1", ranks=2)
     add("--sync-batchnorm for a model without BatchNorm", ["--synthetic", "--sync-batchnorm"], CONFIG,

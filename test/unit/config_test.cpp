@@ -9,6 +9,7 @@
 #include "runtime/config/config_yaml.h"
 #include "runtime/config/validate.h"
 #include "runtime/util/error.h"
+#include "test/support/error_message.h"
 #include "test/support/temp_dir.h"
 
 using namespace dtrain;
@@ -37,14 +38,7 @@ TrainConfig from_yaml(const std::string& text) {
   return config;
 }
 
-std::string error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "no error";
-}
+std::string error_of(const std::function<void()>& body) { return test::error_message<ConfigError>(body); }
 
 // Two workloads' options structs; the third names the first one's section.
 struct WarmupOptions {
@@ -288,4 +282,30 @@ TEST_CASE("the ranks compare every key but the node-local paths only rank 0 uses
     if (field.per_node) per_node.push_back(field.key);
   }
   CHECK(per_node == std::vector<std::string>{"log.dir", "checkpoint.dir", "checkpoint.memory_dir"});
+}
+
+TEST_CASE("train.deterministic refuses what it cannot make exact, naming the key", "[config][deterministic]") {
+  auto validate = [](std::vector<std::string> args, DeviceKind device = DeviceKind::kCpu) {
+    args.insert(args.begin(), "--deterministic");
+    const CommandLine cmd = parse(std::move(args));
+    validate_config(cmd.config, cmd.sources);
+    validate_for_device(cmd.config, device, cmd.sources);
+  };
+  CHECK(error_of([&] { validate({"--shards", "16", "--global-batch-size", "64"}); }) == "no error");
+  CHECK_THAT(error_of([&] { validate({"--shards", "6"}); }),
+             Contains("train.shards (from --shards) must be a power of two (1, 2, 4, 8, ...) for train.deterministic "
+                      "(from --deterministic): the shards' gradients are summed in a binary tree, got 6"));
+  CHECK_THAT(error_of([&] { validate({"--elastic-batch", "per-rank"}); }),
+             Contains("holds the global batch at every world size, but train.elastic_batch (from --elastic-batch) is "
+                      "'per-rank'"));
+  CHECK_THAT(error_of([&] { validate({"--sync-batchnorm"}); }), Contains("train.sync_batchnorm (from --sync-batchnorm)"));
+  CHECK_THAT(error_of([&] { validate({"--precision", "bf16"}); }), Contains("train.precision (from --precision) is 'bf16'"));
+  CHECK_THAT(error_of([&] { validate({"--threads", "4"}); }),
+             Contains("runs one intra-op thread per rank (a kernel's sums must not depend on the cores), but "
+                      "train.threads (from --threads) is 4"));
+  CHECK(error_of([&] { validate({"--threads", "1"}); }) == "no error");
+  CHECK_THAT(error_of([&] { validate({"--compress", "bf16"}); }), Contains("comm.compress (from --compress) is 'bf16'"));
+  CHECK_THAT(error_of([&] { validate({"--skip-bad-images"}); }), Contains("data.skip_bad_images (from --skip-bad-images)"));
+  CHECK_THAT(error_of([&] { validate({}, DeviceKind::kCuda); }),
+             Contains("train.deterministic (from --deterministic) runs on the CPU"));
 }

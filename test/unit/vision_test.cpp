@@ -14,6 +14,7 @@
 #include "runtime/data/image_files.h"
 #include "runtime/data/image_transform.h"
 #include "runtime/util/error.h"
+#include "test/support/error_message.h"
 #include "test/support/temp_dir.h"
 #include "test/support/skip.h"
 #include "workloads/vision/alexnet.h"
@@ -63,15 +64,6 @@ void write_jpeg(const std::string& path, int64_t h, int64_t w, const std::vector
 std::string contents_of(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-std::string what_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no error";
 }
 
 }  // namespace
@@ -142,16 +134,16 @@ TEST_CASE("CIFAR-10 binary files are read bit-exactly, and malformed ones are na
   CHECK_FALSE(data.test.random_flip);
 
   std::ofstream(root / "test_batch.bin", std::ios::binary | std::ios::app) << "x";
-  CHECK_THAT(what_of([&] { read_cifar10(root.string()); }),
+  CHECK_THAT(test::error_message([&] { read_cifar10(root.string()); }),
              Contains("test_batch.bin' holds 12293 bytes, not a whole number of 3073-byte records"));
   write("test_batch.bin", 1, 0);
   {
     std::fstream f(root / "test_batch.bin", std::ios::binary | std::ios::in | std::ios::out);
     f.put(static_cast<char>(10));
   }
-  CHECK_THAT(what_of([&] { read_cifar10(root.string()); }), Contains("record 0 has label 10; expected classes 0..9"));
+  CHECK_THAT(test::error_message([&] { read_cifar10(root.string()); }), Contains("record 0 has label 10; expected classes 0..9"));
   fs::remove(root / "data_batch_3.bin");
-  CHECK_THAT(what_of([&] { read_cifar10(root.string()); }),
+  CHECK_THAT(test::error_message([&] { read_cifar10(root.string()); }),
              Contains("CIFAR-10 binary files missing in '" + root.string() + "': data_batch_3.bin"));
 }
 
@@ -179,10 +171,10 @@ TEST_CASE("PNG decodes exactly, JPEG within its loss, grey becomes RGB, other fi
   CHECK(rgb.pixels == std::vector<uint8_t>{0, 0, 0, 100, 100, 100, 200, 200, 200, 255, 255, 255});
 
   std::ofstream(dir.file("c.jpg")) << "not an image";
-  CHECK_THAT(what_of([&] { decode_image_file(dir.file("c.jpg")); }),
+  CHECK_THAT(test::error_message([&] { decode_image_file(dir.file("c.jpg")); }),
              Contains("c.jpg' is neither a JPEG nor a PNG image"));
   std::ofstream(dir.file("d.jpg"), std::ios::binary) << std::string("\xFF\xD8\xFF\xE0garbage", 11);
-  CHECK_THAT(what_of([&] { decode_image_file(dir.file("d.jpg")); }), Contains("JPEG image '" + dir.file("d.jpg") + "'"));
+  CHECK_THAT(test::error_message([&] { decode_image_file(dir.file("d.jpg")); }), Contains("JPEG image '" + dir.file("d.jpg") + "'"));
 }
 
 TEST_CASE("CMYK JPEGs as PIL writes them decode to PIL's own RGB; a cut JPEG is refused", "[vision][data]") {
@@ -220,7 +212,7 @@ open(out + "/cut.jpg", "wb").write(whole[: len(whole) // 3])
   CHECK(worst <= 1);
 
   CHECK(decode_image_file(dir.file("whole.jpg")).width == 160);
-  CHECK_THAT(what_of([&] { decode_image_file(dir.file("cut.jpg")); }),
+  CHECK_THAT(test::error_message([&] { decode_image_file(dir.file("cut.jpg")); }),
              Contains("JPEG image '" + dir.file("cut.jpg") + "' is truncated (Premature end of JPEG file"));
 }
 
@@ -277,11 +269,11 @@ TEST_CASE("image folders and tiny-imagenet-200 are scanned as published, with er
   CHECK(differs);
 
   fs::create_directories(root / "one" / "only");
-  CHECK_THAT(what_of([&] { scan_image_folder((root / "one").string(), 0.1, 1); }),
+  CHECK_THAT(test::error_message([&] { scan_image_folder((root / "one").string(), 0.1, 1); }),
              Contains("has 1 class folder(s); a classifier needs at least two"));
   fs::create_directories(root / "one" / "empty");
   write_png((root / "one" / "only" / "x.png").string(), 4, 4, pattern(4, 4, 1));
-  CHECK_THAT(what_of([&] { scan_image_folder((root / "one").string(), 0.1, 1); }),
+  CHECK_THAT(test::error_message([&] { scan_image_folder((root / "one").string(), 0.1, 1); }),
              Contains("class folder '" + (root / "one" / "empty").string() + "' of the train split holds no .jpg"));
 
   const fs::path tiny = root / "tiny-imagenet-200";
@@ -305,7 +297,7 @@ TEST_CASE("image folders and tiny-imagenet-200 are scanned as published, with er
   REQUIRE(t.test.size() == 2);
   CHECK(t.test[1].label == 1);
   std::ofstream(tiny / "val" / "val_annotations.txt", std::ios::app) << "val_x.JPEG\tn99\t0\t0\t8\t8\n";
-  CHECK_THAT(what_of([&] { scan_tiny_imagenet(tiny.string()); }),
+  CHECK_THAT(test::error_message([&] { scan_tiny_imagenet(tiny.string()); }),
              Contains("val_annotations.txt' line 3 names class 'n99', which wnids.txt does not list"));
 }
 
@@ -352,7 +344,7 @@ TEST_CASE("image batches are the same whatever the worker count, and augmentatio
   CHECK(at::equal(read_all(1, 5, std::nullopt, order).first, read_all(3, 2, std::nullopt, order).first));
 
   std::ofstream(samples[4].path) << "broken";
-  CHECK_THAT(what_of([&] { read_all(2, 4, 42, order); }), Contains("img4.jpg' is neither a JPEG nor a PNG image"));
+  CHECK_THAT(test::error_message([&] { read_all(2, 4, 42, order); }), Contains("img4.jpg' is neither a JPEG nor a PNG image"));
 }
 
 TEST_CASE("with skip_bad, an image that fails to decode mid-run is replaced in training and left out in evaluation",
@@ -404,11 +396,11 @@ TEST_CASE("with skip_bad, an image that fails to decode mid-run is replaced in t
   CHECK(b.bad_samples.empty());
 
   // A batch with nothing to stand in, and the same file without skip_bad: errors naming it.
-  CHECK_THAT(what_of([&] { data.stream({2}, 1, 42)->next(b); }),
+  CHECK_THAT(test::error_message([&] { data.stream({2}, 1, 42)->next(b); }),
              Contains("no image of a batch of 1 could be decoded") && Contains(samples[2].path));
   options.skip_bad = false;
   const ImageFileDataset strict(samples, options);
-  CHECK_THAT(what_of([&] { strict.stream(order, 3, 42)->next(b); }), Contains(samples[2].path + "': Huffman table 0x03 was not defined"));
+  CHECK_THAT(test::error_message([&] { strict.stream(order, 3, 42)->next(b); }), Contains(samples[2].path + "': Huffman table 0x03 was not defined"));
 }
 
 TEST_CASE("in-memory images: random crops and flips are drawn per sample, the same in any batch", "[vision][data]") {

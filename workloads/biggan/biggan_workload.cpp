@@ -282,6 +282,11 @@ class BigGanWorkload final : public Workload {
                         ": the biggan step updates the discriminator, then the generator, on every batch, so it "
                         "cannot accumulate gradients over several; raise the batch size or the rank count instead");
     }
+    if (config.train.deterministic) {
+      throw ConfigError("train.deterministic: the biggan step updates the discriminator, then the generator, on every "
+                        "batch, so its batch cannot be split into shards that each pass backward alone; the classifiers "
+                        "and gcn can");
+    }
   }
 
   WorkloadData load_data(const TrainConfig& config) const override {

@@ -22,6 +22,14 @@ int log2_of(int64_t n) {
 
 }  // namespace
 
+void check_shard_split(int64_t shards, int ranks) {
+  if (!power_of_two(ranks) || shards % ranks != 0) {
+    throw ConfigError("train.deterministic: " + std::to_string(ranks) + " ranks cannot share the " + std::to_string(shards) +
+                      " shards of train.shards; the world size must be a power of two that divides them (1, 2, 4, ... " +
+                      std::to_string(shards) + " ranks), or choose --shards for this world size");
+  }
+}
+
 std::vector<int64_t> shard_order(int64_t shards_per_rank) {
   DTRAIN_CHECK(power_of_two(shards_per_rank), Error,
                "shard_order: " << shards_per_rank << " shards per rank is not a power of two");
@@ -41,12 +49,8 @@ std::vector<int64_t> shard_order(int64_t shards_per_rank) {
 ShardTreeReducer::ShardTreeReducer(std::vector<at::Tensor> params, std::vector<at::Tensor> buffers, Communicator& comm,
                                    int64_t shards)
     : params_(std::move(params)), comm_(comm), shards_(shards) {
-  const int64_t world = comm_.world_size();
-  if (!power_of_two(shards_) || !power_of_two(world) || shards_ % world != 0) {
-    throw ConfigError("train.deterministic: " + std::to_string(world) + " ranks cannot share " + std::to_string(shards_) +
-                      " shards (train.shards); the shards must be a power of two and the world size a power of two "
-                      "that divides them (1, 2, 4, ... " + std::to_string(shards_) + " ranks)");
-  }
+  const int world = comm_.world_size();
+  check_shard_split(shards_, world);
   shards_per_rank_ = shards_ / world;
   std::vector<at::Tensor> state = params_;
   state.insert(state.end(), buffers.begin(), buffers.end());
@@ -72,7 +76,8 @@ ShardTreeReducer::ShardTreeReducer(std::vector<at::Tensor> params, std::vector<a
   grads_ = at::zeros({flat_numel_}, at::kFloat);
   received_ = at::empty_like(grads_);
   point_grads_at(grads_);
-  sync_buffers();
+  for (const at::Tensor& b : float_buffers_) snapshot_.push_back(b.detach().clone());
+  for (const at::Tensor& b : int_buffers_) int_snapshot_.push_back(b.detach().clone());
 }
 
 at::Tensor ShardTreeReducer::take_flat() {
@@ -92,10 +97,8 @@ void ShardTreeReducer::point_grads_at(const at::Tensor& flat) {
 
 void ShardTreeReducer::sync_buffers() {
   at::NoGradGuard no_grad;
-  snapshot_.clear();
-  for (const at::Tensor& b : float_buffers_) snapshot_.push_back(b.detach().clone());
-  int_snapshot_.clear();
-  for (const at::Tensor& b : int_buffers_) int_snapshot_.push_back(b.detach().clone());
+  for (size_t i = 0; i < float_buffers_.size(); ++i) snapshot_[i].copy_(float_buffers_[i]);
+  for (size_t i = 0; i < int_buffers_.size(); ++i) int_snapshot_[i].copy_(int_buffers_[i]);
 }
 
 void ShardTreeReducer::prepare_backward(bool sync) {
@@ -143,18 +146,17 @@ StepCommStats ShardTreeReducer::finish_backward() {
     offset += params_[i].numel();
   }
   // What the shard's forward left in the buffers joins its gradients; the next shard's forward starts from
-  // the step's statistics again. Only now: backward reads the buffers the forward saved (BatchNorm).
+  // the step's statistics again. Only now: backward reads the buffers the forward saved (BatchNorm). The
+  // last pass keeps what its forward left: the integer counters so advance once per step.
   offset = grad_numel_;
   for (size_t i = 0; i < float_buffers_.size(); ++i) {
     at::Tensor& b = float_buffers_[i];
     pass_.narrow(0, offset, b.numel()).copy_(b.reshape(-1));
-    b.copy_(snapshot_[i]);
+    if (!sync_) b.copy_(snapshot_[i]);
     offset += b.numel();
   }
-  int_after_.clear();
-  for (size_t i = 0; i < int_buffers_.size(); ++i) {
-    int_after_.push_back(int_buffers_[i].detach().clone());
-    int_buffers_[i].copy_(int_snapshot_[i]);
+  if (!sync_) {
+    for (size_t i = 0; i < int_buffers_.size(); ++i) int_buffers_[i].copy_(int_snapshot_[i]);
   }
   push(std::move(pass_));
   ++passes_;
@@ -173,8 +175,6 @@ StepCommStats ShardTreeReducer::finish_backward() {
     b.copy_(grads_.narrow(0, offset, b.numel()).view(b.sizes()).div(static_cast<double>(shards_)));
     offset += b.numel();
   }
-  for (size_t i = 0; i < int_buffers_.size(); ++i) int_buffers_[i].copy_(int_after_[i]);
-  sync_buffers();
   return stats;
 }
 

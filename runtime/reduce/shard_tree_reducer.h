@@ -27,6 +27,10 @@
 
 namespace dtrain {
 
+// Throws ConfigError, the same on every rank, unless `ranks` is a power of two that divides `shards`:
+// the only world sizes whose ranks each hold one subtree of the shards' tree.
+void check_shard_split(int64_t shards, int ranks);
+
 // The order in which a rank runs its `shards_per_rank` shards (its local shard m is the global shard
 // r + W*m): bit-reversed m, so that adding each finished pass to a stack of partial sums builds the tree
 // above. `shards_per_rank` must be a power of two.
@@ -47,8 +51,8 @@ class ShardTreeReducer final : public GradReducer {
   // the buffers to the running sum, and puts the step's statistics back for the next shard's forward;
   // after the last pass, sums over the ranks (collective) and leaves the sum in every .grad.
   StepCommStats finish_backward() override;
-  // Local: takes the buffers as the statistics the next step's shards start from. The ranks' buffers are
-  // equal by construction, so nothing is sent.
+  // Local: takes the buffers as the statistics the next step's shards start from (the trainer calls it
+  // before each step, as GradReducer says). The ranks' buffers are equal by construction: nothing is sent.
   void sync_buffers() override;
   void zero_grad() override;
   at::Tensor all_finite() const override;
@@ -80,7 +84,6 @@ class ShardTreeReducer final : public GradReducer {
   std::vector<at::Tensor> free_;          // flat tensors to reuse
   std::vector<at::Tensor> snapshot_;      // the step's float buffers, what each shard's forward starts from
   std::vector<at::Tensor> int_snapshot_;  // and its integer buffers
-  std::vector<at::Tensor> int_after_;     // the integer buffers as a shard's forward left them
 
   // Per step.
   bool prepared_ = false;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "runtime/reduce/shard_tree_reducer.h"
 #include "runtime/util/error.h"
 
 namespace dtrain {
@@ -70,11 +71,7 @@ RunBatch plan_run_batch(TrainOptions& options, int world_size, int64_t restored_
 RunBatch plan_deterministic_batch(TrainOptions& options, int world_size, int64_t restored_global, int64_t train_samples) {
   const int64_t shards = options.shards;
   const int64_t ranks = world_size;
-  if (ranks <= 0 || (ranks & (ranks - 1)) != 0 || shards % ranks != 0) {
-    throw ConfigError("train.deterministic: " + std::to_string(ranks) + " ranks cannot share the " + std::to_string(shards) +
-                      " shards of train.shards; the world size must be a power of two that divides them (1, 2, 4, ... " +
-                      std::to_string(shards) + " ranks), or choose --shards for this world size");
-  }
+  check_shard_split(shards, world_size);
   const auto [global, from] = held_global_batch(options, world_size, restored_global);
   if (global % shards != 0) {
     throw ConfigError("train.deterministic: the global batch of " + std::to_string(global) + " samples (" + from +

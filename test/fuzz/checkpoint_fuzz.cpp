@@ -17,6 +17,7 @@
 #include "test/support/tiny_workload.h"
 #include "test/support/zip_edit.h"
 
+namespace dtrain::fuzz::checkpoint_target {
 namespace {
 
 dtrain::TrainConfig config_in(const std::string& dir) {
@@ -35,10 +36,6 @@ std::vector<dtrain::TrainedModule> modules_for(const dtrain::TrainConfig& config
   modules.push_back({"model", model, dtrain::make_optimizer(config.train, *model), nullptr});
   return modules;
 }
-
-
-using namespace dtrain;
-using namespace dtrain::fuzz;
 
 // Seeds are written over those of an earlier run in the same corpus.
 constexpr auto kReplace = std::filesystem::copy_options::overwrite_existing;
@@ -70,7 +67,6 @@ void write_seeds(const std::string& dir) {
   std::filesystem::copy_file(work + "/progress", dir + "/progress", kReplace);
 }
 
-
 int test_one_input(const uint8_t* data, size_t size) {
   const std::string dir = dtrain::fuzz::scratch_dir() + "/checkpoints";
   std::filesystem::remove_all(dir);
@@ -99,5 +95,6 @@ int test_one_input(const uint8_t* data, size_t size) {
 }
 
 }  // namespace
+}  // namespace dtrain::fuzz::checkpoint_target
 
-DTRAIN_FUZZ_TARGET(checkpoint, write_seeds, test_one_input)
+DTRAIN_FUZZ_TARGET(checkpoint, dtrain::fuzz::checkpoint_target::write_seeds, dtrain::fuzz::checkpoint_target::test_one_input)

@@ -8,6 +8,7 @@
 #include "runtime/util/error.h"
 #include "test/fuzz/fuzz_target.h"
 
+namespace dtrain::fuzz::cifar_target {
 namespace {
 
 std::string record(uint8_t label) {
@@ -28,15 +29,10 @@ const std::string& batch_dir() {
   return dir;
 }
 
-
-using namespace dtrain;
-using namespace dtrain::fuzz;
-
 void write_seeds(const std::string& dir) {
   write_bytes(dir + "/two-records", record(0) + record(9));
   write_bytes(dir + "/one-record", record(5));
 }
-
 
 int test_one_input(const uint8_t* data, size_t size) {
   const std::string& dir = batch_dir();
@@ -52,5 +48,6 @@ int test_one_input(const uint8_t* data, size_t size) {
 }
 
 }  // namespace
+}  // namespace dtrain::fuzz::cifar_target
 
-DTRAIN_FUZZ_TARGET(cifar, write_seeds, test_one_input)
+DTRAIN_FUZZ_TARGET(cifar, dtrain::fuzz::cifar_target::write_seeds, dtrain::fuzz::cifar_target::test_one_input)

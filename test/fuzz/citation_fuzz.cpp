@@ -9,10 +9,8 @@
 #include "runtime/util/error.h"
 #include "test/fuzz/fuzz_target.h"
 
+namespace dtrain::fuzz::citation_target {
 namespace {
-
-using namespace dtrain;
-using namespace dtrain::fuzz;
 
 void write_seeds(const std::string& dir) {
   const std::string content =
@@ -25,7 +23,6 @@ void write_seeds(const std::string& dir) {
   write_bytes(dir + "/citeseer-dangling", content + std::string(1, '\0') + cites + "31336\tgone-paper\n");
   write_bytes(dir + "/bom", "\xEF\xBB\xBF" + content + std::string(1, '\0') + cites);
 }
-
 
 int test_one_input(const uint8_t* data, size_t size) {
   const char* text = reinterpret_cast<const char*>(data);
@@ -47,5 +44,6 @@ int test_one_input(const uint8_t* data, size_t size) {
 }
 
 }  // namespace
+}  // namespace dtrain::fuzz::citation_target
 
-DTRAIN_FUZZ_TARGET(citation, write_seeds, test_one_input)
+DTRAIN_FUZZ_TARGET(citation, dtrain::fuzz::citation_target::write_seeds, dtrain::fuzz::citation_target::test_one_input)

@@ -10,6 +10,7 @@
 #include "test/fuzz/fuzz_target.h"
 #include "workloads/registry.h"
 
+namespace dtrain::fuzz::config_target {
 namespace {
 
 const dtrain::ConfigSchema& schema() {
@@ -21,10 +22,6 @@ const dtrain::ConfigSchema& schema() {
   return s;
 }
 
-
-using namespace dtrain;
-using namespace dtrain::fuzz;
-
 void write_seeds(const std::string& dir) {
   write_bytes(dir + "/defaults.yaml", to_yaml(schema().defaults(), schema()));
   write_bytes(dir + "/small.yaml",
@@ -33,7 +30,6 @@ void write_seeds(const std::string& dir) {
   write_bytes(dir + "/anchors.yaml", "base: &b {epochs: 2}\ntrain: *b\n");
   write_bytes(dir + "/flow.yaml", "{train: {epochs: 1, optimizer: adam}, data: {synthetic: true}}\n");
 }
-
 
 int test_one_input(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
@@ -64,5 +60,6 @@ int test_one_input(const uint8_t* data, size_t size) {
 }
 
 }  // namespace
+}  // namespace dtrain::fuzz::config_target
 
-DTRAIN_FUZZ_TARGET(config, write_seeds, test_one_input)
+DTRAIN_FUZZ_TARGET(config, dtrain::fuzz::config_target::write_seeds, dtrain::fuzz::config_target::test_one_input)

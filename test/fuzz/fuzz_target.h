@@ -46,7 +46,9 @@ inline void write_bytes(const std::string& path, const std::string& text) { writ
 }  // namespace dtrain::fuzz
 
 // DTRAIN_FUZZ_TARGET(name, seeds, input) at the end of a target's source: libFuzzer's entry point in a
-// libFuzzer build (one target per binary), a registration for the replay driver otherwise.
+// libFuzzer build (one target per binary), a registration for the replay driver otherwise. A target's
+// own functions live in namespace dtrain::fuzz::<name>_target: the replay driver compiles its sources as
+// unity batches, where two targets' helpers of one name would clash.
 #ifdef DTRAIN_LIBFUZZER
 #define DTRAIN_FUZZ_TARGET(name, seeds, input)                                 \
   [[maybe_unused]] static constexpr dtrain::fuzz::SeedsFn fuzz_seeds_##name = seeds; \

@@ -15,6 +15,7 @@
 #include "runtime/util/error.h"
 #include "test/fuzz/fuzz_target.h"
 
+namespace dtrain::fuzz::idx_target {
 namespace {
 
 std::string idx(uint8_t dims, const std::vector<uint32_t>& extents) {
@@ -27,10 +28,6 @@ std::string idx(uint8_t dims, const std::vector<uint32_t>& extents) {
   for (uint64_t i = 0; i < payload; ++i) bytes.push_back(static_cast<char>(i * 37 % 256));
   return bytes;
 }
-
-
-using namespace dtrain;
-using namespace dtrain::fuzz;
 
 void write_seeds(const std::string& dir) {
   // Selector bytes: (dims - 1) | 4 for gzip.
@@ -49,7 +46,6 @@ void write_seeds(const std::string& dir) {
   write_bytes(dir + "/images-gz", std::string(1, '\x06') + packed);
 }
 
-
 int test_one_input(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const int dims = 1 + (data[0] & 3);
@@ -66,5 +62,6 @@ int test_one_input(const uint8_t* data, size_t size) {
 }
 
 }  // namespace
+}  // namespace dtrain::fuzz::idx_target
 
-DTRAIN_FUZZ_TARGET(idx, write_seeds, test_one_input)
+DTRAIN_FUZZ_TARGET(idx, dtrain::fuzz::idx_target::write_seeds, dtrain::fuzz::idx_target::test_one_input)

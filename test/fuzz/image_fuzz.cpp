@@ -12,6 +12,7 @@
 #include "runtime/util/error.h"
 #include "test/fuzz/fuzz_target.h"
 
+namespace dtrain::fuzz::image_target {
 namespace {
 
 std::vector<uint8_t> pattern(int width, int height, int channels) {
@@ -50,10 +51,6 @@ std::string png(int width, int height, png_uint_32 format, int channels) {
   return bytes;
 }
 
-
-using namespace dtrain;
-using namespace dtrain::fuzz;
-
 void write_seeds(const std::string& dir) {
   write_bytes(dir + "/rgb-420.jpg", jpeg(17, 11, TJPF_RGB, 3, TJSAMP_420, 0));
   write_bytes(dir + "/rgb-444-progressive.jpg", jpeg(9, 13, TJPF_RGB, 3, TJSAMP_444, TJFLAG_PROGRESSIVE));
@@ -63,7 +60,6 @@ void write_seeds(const std::string& dir) {
   write_bytes(dir + "/rgba.png", png(4, 9, PNG_FORMAT_RGBA, 4));
   write_bytes(dir + "/gray.png", png(6, 6, PNG_FORMAT_GRAY, 1));
 }
-
 
 int test_one_input(const uint8_t* data, size_t size) {
   const std::vector<uint8_t> bytes(data, data + size);
@@ -91,5 +87,6 @@ int test_one_input(const uint8_t* data, size_t size) {
 }
 
 }  // namespace
+}  // namespace dtrain::fuzz::image_target
 
-DTRAIN_FUZZ_TARGET(image, write_seeds, test_one_input)
+DTRAIN_FUZZ_TARGET(image, dtrain::fuzz::image_target::write_seeds, dtrain::fuzz::image_target::test_one_input)

@@ -5,9 +5,8 @@
 #include "runtime/train/zip_integrity.h"
 #include "test/fuzz/fuzz_target.h"
 
+namespace dtrain::fuzz::zip_target {
 namespace {
-
-using namespace dtrain::fuzz;
 
 // The checkpoint target's seeds are checkpoints (zip archives written by LibTorch); a small archive of
 // two records written here, by hand, covers the format's own fields.
@@ -33,7 +32,6 @@ void write_seeds(const std::string& dir) {
   write_bytes(dir + "/two-records.zip", zip);
 }
 
-
 int test_one_input(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
   // Neither may read outside `bytes` (AddressSanitizer watches), and every record listed lies inside.
@@ -46,5 +44,6 @@ int test_one_input(const uint8_t* data, size_t size) {
 }
 
 }  // namespace
+}  // namespace dtrain::fuzz::zip_target
 
-DTRAIN_FUZZ_TARGET(zip, write_seeds, test_one_input)
+DTRAIN_FUZZ_TARGET(zip, dtrain::fuzz::zip_target::write_seeds, dtrain::fuzz::zip_target::test_one_input)

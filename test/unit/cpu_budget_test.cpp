@@ -9,19 +9,13 @@
 #include <map>
 
 #include "runtime/util/cpu_budget.h"
+#include "test/support/fake_env.h"
 #include "test/support/temp_dir.h"
 
 using namespace dtrain;
+using dtrain::test::env_of;
 
 namespace {
-
-std::function<std::optional<std::string>(const std::string&)> env_of(std::map<std::string, std::string> values) {
-  return [values](const std::string& name) -> std::optional<std::string> {
-    auto it = values.find(name);
-    if (it == values.end()) return std::nullopt;
-    return it->second;
-  };
-}
 
 void write(const std::string& path, const std::string& text) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());

@@ -12,21 +12,11 @@
 #include "runtime/bootstrap/launcher_env.h"
 #include "runtime/util/error.h"
 #include "runtime/util/file_io.h"
+#include "test/support/fake_env.h"
 
 using namespace dtrain;
+using dtrain::test::env_of;
 using Catch::Matchers::Contains;
-
-namespace {
-
-EnvLookup env_of(std::map<std::string, std::string> values) {
-  return [values](const std::string& name) -> std::optional<std::string> {
-    auto it = values.find(name);
-    if (it == values.end()) return std::nullopt;
-    return it->second;
-  };
-}
-
-}  // namespace
 
 TEST_CASE("torchrun's variables without an MPI launcher stop the run instead of training alone", "[bootstrap]") {
   const LauncherEnv torchrun =

@@ -126,7 +126,7 @@ build() {
   # compiles.
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDTRAIN_UNITY_BUILD=OFF \
     -DCMAKE_PREFIX_PATH="$site/torch${extra_prefix:+;$extra_prefix}" ${nccl_root:+-DNCCL_ROOT="$nccl_root"} \
-    -DDTRAIN_WITH_NCCL=ON -DDTRAIN_TEST_PYTHON="$(command -v "$python")" "${mpi_args[@]}" ${CMAKE_ARGS:-} 2>&1 | tee "$results/configure.log"
+    -DDTRAIN_WITH_NCCL=ON -DDTRAIN_TEST_LARGE_MODELS=ON -DDTRAIN_TEST_PYTHON="$(command -v "$python")" "${mpi_args[@]}" ${CMAKE_ARGS:-} 2>&1 | tee "$results/configure.log"
   cmake --build "$build_dir" --parallel "$(nproc)" ${BUILD_TARGETS:+--target $BUILD_TARGETS} 2>&1 | tail -n 20 | tee "$results/build.log"
 }
 

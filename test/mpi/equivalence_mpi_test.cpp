@@ -296,7 +296,7 @@ TEST_CASE("equivalence, mnist family: the MNIST network (dropout off) under the 
 }
 
 TEST_CASE("equivalence, ResNet family (cifar10, resnet18, resnet50, image-classifier) with synced BatchNorm",
-          "[train][equivalence][batchnorm][mpi]") {
+          "[train][equivalence][batchnorm][mpi][large]") {
   // In float32 these gaps would drown: a float32 ResNet-50's gradients at initialisation are only good
   // to 1-5% in norm (torch's own BatchNorm against float64, measured on these inputs).
   auto comm = test::make_mpi_comm();
@@ -332,7 +332,7 @@ TEST_CASE("equivalence, ResNet family (cifar10, resnet18, resnet50, image-classi
   }
 }
 
-TEST_CASE("equivalence, AlexNet (dropout off) under the alexnet recipe", "[train][equivalence][mpi]") {
+TEST_CASE("equivalence, AlexNet (dropout off) under the alexnet recipe", "[train][equivalence][mpi][large]") {
   auto comm = test::make_mpi_comm();
   const int64_t b = 4;
   const int64_t samples = comm->world_size() * b * 2;

@@ -11,7 +11,8 @@
 # The CUDA half (downloads, then both compiles) runs beside the CPU build's tests, which leave part of
 # the 2 cores idle, in a cpu cgroup of the least weight: it gets the cycles the tests leave and gives
 # them back the moment a test wants them (below, at `idle_cgroup`); so does the CPU container image
-# that deploy_image tests, which then runs after the others. The CPU build itself compiles `dtrain`
+# that deploy_image tests, which then runs after the others. Once the CPU build's tests are done, the
+# `current` build's tests and deploy_image run as soon as what they need is built, beside the rest. The CPU build itself compiles `dtrain`
 # first, and the tests that need nothing else (labelled dtrain_built: test/CMakeLists.txt) start while
 # the rest of it (test binaries, benchmarks) compiles in that cgroup; the others run after them. Where
 # no such cgroup can be made (not root, no cgroup v1 cpu controller), the whole CPU build comes first and
@@ -85,6 +86,7 @@ finish() {
   local status=$?
   end_background  # a failed CPU run ends the CUDA half
   rm -f "${cuda_log:-}" "${rest_log:-}"
+  [ -z "${cuda_ready:-}" ] || rm -rf "$cuda_ready"
   if [ -n "$test_image" ]; then STORAGE_DRIVER=vfs buildah rmi "$test_image" >/dev/null 2>&1 || true; fi
   /usr/bin/python3 scripts/ctest_summary.py "cpu=$cpu_build/$junit" ${rest_job_ran:+"cpu=$cpu_build/$junit_rest"} \
     ${test_image:+"cpu=$cpu_build/$junit_image"} \
@@ -125,6 +127,7 @@ if [ "$cuda" = 1 ]; then
     test_image=localhost/dtrain:cpu-test-$$
   fi
   cuda_log=$(mktemp)
+  cuda_ready=$(mktemp -d)  # what the background job has finished: `current` (its build), `image`
   # PyPI's CUDA LibTorches (about 3 GB each) download while the CPU build compiles and tests, at the
   # usual priority (a download starved for minutes could lose its connection); with the idle cgroup both
   # CUDA builds then compile there, and the image for deploy_image is built. Its own process group
@@ -139,8 +142,10 @@ if [ "$cuda" = 1 ]; then
       # The image builds beside the CUDA compiles: its long stretches of one busy core (apt, dpkg, the
       # storage driver's copies) leave the other to them. A failed image build here is not the end:
       # deploy_image then builds the image itself, and fails there.
-      if [ -n "$test_image" ]; then bash test/deploy/image_test.sh cpu --build-only "$test_image" || true; fi &
+      { if [ -n "$test_image" ]; then bash test/deploy/image_test.sh cpu --build-only "$test_image" || true; fi
+        touch "$cuda_ready/image"; } &
       build_cuda_current
+      touch "$cuda_ready/current"
       build_cuda_volta
       wait  # for the image
     fi
@@ -210,30 +215,49 @@ if [ "$cuda" != 1 ]; then
   echo "test: DTRAIN_TEST_CUDA=$cuda: the CUDA builds (scripts/build_cuda.sh current|volta) were left out"
   exit 0
 fi
-finish_job cuda_job "$cuda_log" "the CUDA half (scripts/install_cuda_torch.sh or scripts/build_cuda.sh)"
+cuda_what="the CUDA half (scripts/install_cuda_torch.sh or scripts/build_cuda.sh)"
+# On a machine without a GPU, a CUDA build's `config` tests check its linking and its LibTorch; the rest
+# would run the CPU build's code again (e2e_dtrain alone 225 s of the `current` build's tests when it
+# ran them all). GPU hosts run them all against the CUDA LibTorch (scripts/gpu_host.sh test).
+config_tests() { ctest --test-dir "$1" "${ctest_args[@]}" --output-junit "$junit" -L config "${@:2}"; }
+# await_ready WHAT: until the background job has finished WHAT (a file in $cuda_ready), or ended; a job
+# that ended without it failed, and finish_job says how.
+await_ready() {
+  while [ ! -e "$cuda_ready/$1" ] && kill -0 "$cuda_job" 2>/dev/null; do sleep 1; done
+  [ -e "$cuda_ready/$1" ] || finish_job cuda_job "$cuda_log" "$cuda_what"
+}
 if [ -n "$idle_cgroup" ]; then
-  cat "$cuda_log"
-  phase "the rest of the CUDA builds${test_image:+ and the image}, alone"
+  # What is ready is tested while the rest compiles beside it in the idle cgroup, as the CPU build's
+  # tests were: the `current` build's tests and deploy_image as soon as their build is done, beside the
+  # volta build (which otherwise compiled alone, then waited for them).
+  await_ready current
+  phase "the CUDA current build, after the CPU tests"
+  cuda_ran=1
+  config_tests "$cuda_build" "$@"
+  phase "CUDA current's config tests$(beside)"
   if [ -n "$test_image" ]; then
+    await_ready image
     image=()
     if STORAGE_DRIVER=vfs buildah inspect --type image "$test_image" >/dev/null 2>&1; then
       image=(env "DTRAIN_TEST_IMAGE=$test_image")
     fi
     "${image[@]}" ctest --test-dir "$cpu_build" "${ctest_args[@]}" --output-junit "$junit_image" -R '^deploy_image$'
-    phase "deploy_image"
+    phase "deploy_image$(beside)"
   fi
+  finish_job cuda_job "$cuda_log" "$cuda_what"
+  cat "$cuda_log"
+  phase "the rest of the CUDA builds, alone"
 else
+  finish_job cuda_job "$cuda_log" "$cuda_what"
   phase "the rest of the CUDA downloads"
   build_cuda_current
   phase "CUDA current build"
+  cuda_ran=1
+  config_tests "$cuda_build" "$@"
+  phase "CUDA current's config tests"
+  build_cuda_volta
+  phase "CUDA volta build"
 fi
-# On a machine without a GPU, a CUDA build's `config` tests check its linking and its LibTorch; the rest
-# would run the CPU build's code again (e2e_dtrain alone 225 s of the `current` build's tests when it
-# ran them all). GPU hosts run them all against the CUDA LibTorch (scripts/gpu_host.sh test).
-cuda_ran=1
-ctest --test-dir "$cuda_build" "${ctest_args[@]}" --output-junit "$junit" -L config "$@"
-phase "CUDA current's config tests"
-if [ -z "$idle_cgroup" ]; then build_cuda_volta; phase "CUDA volta build"; fi
 volta_ran=1
-ctest --test-dir "$volta_build" "${ctest_args[@]}" --output-junit "$junit" -L config "$@"
+config_tests "$volta_build" "$@"
 phase "CUDA volta's config tests"

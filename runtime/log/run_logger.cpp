@@ -145,7 +145,10 @@ void RunLogger::run_start(const RunInfo& info) {
       << info.world_size << " on " << info.hosts.size() << (info.hosts.size() == 1 ? " host" : " hosts") << " ("
       << hosts << ") | backend " << info.backend << " | device " << info.device << " | threads per rank "
       << info.threads_per_rank << (info.threads_source.empty() ? "" : " (" + info.threads_source + ")")
-      << (info.deterministic ? " | deterministic: " + std::to_string(info.deterministic->shards) + " shards" : "") << "\n"
+      << (info.deterministic ? " | deterministic: " + std::to_string(info.deterministic->shards) +
+                                   (info.deterministic->shards == 1 ? " shard" : " shards")
+                             : "")
+      << "\n"
       << "libtorch " << info.torch_version << " | " << info.launcher << "\n"
       << "network: " << network_text(info.network) << "\n";
   if (info.bucket_probe) out_ << bucket_probe_line(*info.bucket_probe, info.gradient_buckets) << "\n";

@@ -47,14 +47,16 @@ std::vector<int64_t> shard_order(int64_t shards_per_rank) {
 }
 
 ShardTreeReducer::ShardTreeReducer(std::vector<at::Tensor> params, std::vector<at::Tensor> buffers, Communicator& comm,
-                                   int64_t shards)
-    : params_(std::move(params)), comm_(comm), shards_(shards) {
-  const int world = comm_.world_size();
-  check_shard_split(shards_, world);
-  shards_per_rank_ = shards_ / world;
+                                   int64_t shards, int sharing_ranks)
+    : params_(std::move(params)), comm_(comm), shards_(shards), sharing_ranks_(sharing_ranks) {
+  DTRAIN_CHECK(sharing_ranks_ == 1 || sharing_ranks_ == comm_.world_size(), Error,
+               "ShardTreeReducer: the shards are shared by " << sharing_ranks_ << " ranks of " << comm_.world_size()
+                                                             << "; expected 1 or all of them");
+  check_shard_split(shards_, sharing_ranks_);
+  shards_per_rank_ = shards_ / sharing_ranks_;
   std::vector<at::Tensor> state = params_;
   state.insert(state.end(), buffers.begin(), buffers.end());
-  if (world > 1) broadcast_from_root(state, comm_);
+  if (comm_.world_size() > 1) broadcast_from_root(state, comm_);
 
   for (const at::Tensor& p : params_) {
     DTRAIN_CHECK(p.requires_grad() && p.scalar_type() == at::kFloat && p.device().is_cpu(), Error,
@@ -180,11 +182,10 @@ StepCommStats ShardTreeReducer::finish_backward() {
 
 void ShardTreeReducer::reduce_over_ranks(at::Tensor& sum, StepCommStats& stats) {
   const int rank = comm_.rank();
-  const int world = comm_.world_size();
-  if (world == 1) return;
+  if (sharing_ranks_ == 1) return;
   Stopwatch watch;
   const double cpu_before = process_cpu_s();
-  for (int bit = log2_of(world) - 1; bit >= 0; --bit) {
+  for (int bit = log2_of(sharing_ranks_) - 1; bit >= 0; --bit) {
     comm_.exchange(sum, received_, rank ^ (1 << bit));
     sum.add_(received_);
     stats.bytes_reduced += static_cast<int64_t>(sum.nbytes());

@@ -14,6 +14,9 @@
 // statistics, and the step ends with the mean over shards of what the forwards left (integer buffers,
 // the batch counters, advance once). No communication overlaps backward: the exchange runs after the
 // rank's last pass.
+// Where every rank trains every shard (a workload whose passes compute their whole input: one shard, the
+// whole global batch, on each rank; runtime/train/batch_plan.h) the shards are shared by 1 rank, whatever
+// the world size, and nothing is exchanged: each rank already holds the whole tree.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -39,10 +42,11 @@ std::vector<int64_t> shard_order(int64_t shards_per_rank);
 class ShardTreeReducer final : public GradReducer {
  public:
   // Collective: broadcasts `params` and `buffers` from rank 0, then makes every .grad a view into one flat
-  // buffer. `shards` (S) must be a power of two that the world size, also a power of two, divides; throws
+  // buffer. The `shards` (S) are shared by `sharing_ranks` ranks: the world size, or 1 where every rank
+  // trains all of them. S must be a power of two that sharing_ranks, also a power of two, divides; throws
   // ConfigError otherwise. Parameters must be float32 on the CPU.
   ShardTreeReducer(std::vector<at::Tensor> params, std::vector<at::Tensor> buffers, Communicator& comm,
-                   int64_t shards);
+                   int64_t shards, int sharing_ranks);
 
   // One pass per shard of this rank, in shard_order(); sync on the last. Points every .grad at a zeroed
   // buffer of the pass's own.
@@ -75,6 +79,7 @@ class ShardTreeReducer final : public GradReducer {
   std::vector<at::Tensor> int_buffers_;
   Communicator& comm_;
   const int64_t shards_;
+  const int sharing_ranks_;
   int64_t shards_per_rank_ = 1;
   int64_t grad_numel_ = 0;
   int64_t flat_numel_ = 0;

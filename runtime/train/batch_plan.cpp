@@ -52,10 +52,13 @@ BatchPlan plan_global_batch(int64_t global_batch, int world_size, int64_t max_pe
   return BatchPlan{global_batch, 1, per_rank_total};  // unreachable: one sample per pass always fits
 }
 
-RunBatch plan_run_batch(TrainOptions& options, int world_size, int64_t restored_global, int64_t train_samples) {
-  if (options.deterministic) return plan_deterministic_batch(options, world_size, restored_global, train_samples);
+RunBatch plan_run_batch(TrainOptions& options, int world_size, int64_t restored_global, int64_t train_samples,
+                        bool whole_input_passes) {
+  if (options.deterministic) {
+    return plan_deterministic_batch(options, world_size, restored_global, train_samples, whole_input_passes);
+  }
   if (options.elastic_batch != ElasticBatch::kGlobal) {
-    return {options.batch_size * options.accumulate * world_size, {}};
+    return {options.batch_size * options.accumulate * world_size, {}, world_size};
   }
   const auto [global, from] = held_global_batch(options, world_size, restored_global);
   const BatchPlan plan = plan_global_batch(global, world_size, options.batch_size);
@@ -65,21 +68,32 @@ RunBatch plan_run_batch(TrainOptions& options, int world_size, int64_t restored_
   }
   options.batch_size = plan.per_rank;
   options.accumulate = plan.accumulate;
-  return {plan.global_batch, "elastic batch: " + plan.text() + " (" + from + "; train.elastic_batch global)"};
+  return {plan.global_batch, "elastic batch: " + plan.text() + " (" + from + "; train.elastic_batch global)", world_size};
 }
 
-RunBatch plan_deterministic_batch(TrainOptions& options, int world_size, int64_t restored_global, int64_t train_samples) {
+RunBatch plan_deterministic_batch(TrainOptions& options, int world_size, int64_t restored_global, int64_t train_samples,
+                                  bool whole_input_passes) {
+  const auto [global, from] = held_global_batch(options, world_size, restored_global);
+  // Optimizer steps: train.max_steps counts backward passes at the configured accumulation.
+  if (options.max_steps > 0) options.max_steps = (options.max_steps + options.accumulate - 1) / options.accumulate;
+  options.accumulate = 1;
+  if (whole_input_passes) {
+    options.shards = 1;
+    options.batch_size = global;
+    return {global, "deterministic: global batch " + std::to_string(global) + " (" + from + ") trained whole on each of the " +
+                        std::to_string(world_size) + (world_size == 1 ? " rank" : " ranks") +
+                        " in one pass: this workload computes its whole input in every pass, so shards would only "
+                        "repeat it (train.shards does not apply); no gradient exchange; one thread per rank",
+            1};
+  }
   const int64_t shards = options.shards;
   const int64_t ranks = world_size;
   check_shard_split(shards, world_size);
-  const auto [global, from] = held_global_batch(options, world_size, restored_global);
   if (global % shards != 0) {
     throw ConfigError("train.deterministic: the global batch of " + std::to_string(global) + " samples (" + from +
                       ") is not a multiple of train.shards (" + std::to_string(shards) +
                       "); choose --global-batch-size " + std::to_string((global / shards + 1) * shards) + " or --shards");
   }
-  // Optimizer steps: train.max_steps counts backward passes at the configured accumulation.
-  if (options.max_steps > 0) options.max_steps = (options.max_steps + options.accumulate - 1) / options.accumulate;
   const int64_t epoch_samples = options.max_steps > 0 ? std::min(train_samples, options.max_steps * global) : train_samples;
   const int64_t last = epoch_samples % global;
   if (last > 0 && last < shards) {
@@ -89,11 +103,11 @@ RunBatch plan_deterministic_batch(TrainOptions& options, int world_size, int64_t
                       " samples, or --max-steps");
   }
   options.batch_size = global / ranks;
-  options.accumulate = 1;
   return {global, "deterministic: global batch " + std::to_string(global) + " in " + std::to_string(shards) + " shards of " +
                       std::to_string(global / shards) + " samples, " + std::to_string(shards / ranks) + " per rank at " +
                       std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks") + " (" + from +
-                      "), summed in one fixed order; one thread per rank"};
+                      "), summed in one fixed order; one thread per rank",
+          world_size};
 }
 
 }  // namespace dtrain

@@ -28,12 +28,16 @@ BatchPlan plan_global_batch(int64_t global_batch, int world_size, int64_t max_pe
 // x accumulate x ranks, split by plan_global_batch: options.batch_size, accumulate and max_steps (which
 // counts backward passes) are set to the plan's, and `note` says how it was split and why. Otherwise
 // the per-rank batch as configured. Under train.deterministic, plan_deterministic_batch's, for an epoch of
-// `train_samples`.
+// `train_samples` of a workload whose passes compute the whole input or not (`whole_input_passes`).
 struct RunBatch {
   int64_t global_batch = 0;
   std::string note;  // empty unless the global batch is held
+  // How many ranks share each global batch's samples: the world size, or 1 where every rank trains all
+  // of them (train.deterministic with whole-input passes).
+  int sharing_ranks = 1;
 };
-RunBatch plan_run_batch(TrainOptions& options, int world_size, int64_t restored_global, int64_t train_samples);
+RunBatch plan_run_batch(TrainOptions& options, int world_size, int64_t restored_global, int64_t train_samples,
+                        bool whole_input_passes = false);
 
 // The batch of a train.deterministic run (runtime/reduce/shard_tree_reducer.h): the global batch as
 // plan_run_batch holds it, each rank loading global / ranks samples per step (options.batch_size; no
@@ -41,6 +45,10 @@ RunBatch plan_run_batch(TrainOptions& options, int world_size, int64_t restored_
 // optimizer steps. Throws ConfigError, the same on every rank, when the world size is not a power of two
 // dividing train.shards, when train.shards does not divide the global batch, or when an epoch of
 // `train_samples` would end with a global batch of fewer samples than shards.
-RunBatch plan_deterministic_batch(TrainOptions& options, int world_size, int64_t restored_global, int64_t train_samples);
+// With `whole_input_passes` (Workload::whole_input_passes) a pass costs the same whatever its batch, and
+// every rank trains the whole global batch in one pass: one shard (options.shards becomes 1), sharing
+// ranks 1, no gradient exchange, any world size. Every rank then computes what one rank alone computes.
+RunBatch plan_deterministic_batch(TrainOptions& options, int world_size, int64_t restored_global, int64_t train_samples,
+                                  bool whole_input_passes = false);
 
 }  // namespace dtrain

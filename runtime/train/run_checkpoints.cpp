@@ -133,7 +133,13 @@ CheckpointMeta RunCheckpoints::meta(int64_t completed_epoch) const {
 }
 
 int64_t RunCheckpoints::epoch_samples(int64_t steps_done) const {
-  return std::min(identity_.train_samples, steps_done * config_.train.batch_size * comm_.world_size());
+  return std::min(identity_.train_samples, steps_done * samples_per_pass());
+}
+
+int64_t RunCheckpoints::samples_per_pass() const {
+  // The global batch over its backward passes: batch x ranks, or the whole global batch where every rank
+  // trains it whole (train.deterministic with whole-input passes).
+  return identity_.global_batch / config_.train.accumulate;
 }
 
 void RunCheckpoints::after_step(const EpochPoint& point, bool epoch_ends) {
@@ -155,7 +161,7 @@ std::string RunCheckpoints::save_inside_epoch(const EpochPoint& point, bool held
   const MetricSums counts = count_sums({{"train_samples", point.samples_seen}});
   const std::vector<MetricValues> reduced = reduce_all(comm_, {point.train, &counts});
   CheckpointMeta meta = this->meta(point.epoch - 1);
-  meta.epoch_samples = point.steps_done * config_.train.batch_size * comm_.world_size();
+  meta.epoch_samples = point.steps_done * samples_per_pass();
   meta.epoch_steps = point.steps_done / config_.train.accumulate;
   meta.partial_train = reduced[0];
   meta.partial_samples = reduced_count(reduced[1], "train_samples");

@@ -115,6 +115,7 @@ class RunCheckpoints final {
   // any), or inside an epoch at `point` after saving a checkpoint there. Throws StoppedBySignal.
   [[noreturn]] void stop(const StepDecision& decision, StopRecord where, const EpochPoint* point = nullptr);
   int64_t epoch_samples(int64_t steps_done) const;
+  int64_t samples_per_pass() const;  // global samples per backward pass
   void set_phase(Phase phase, int64_t epoch, int64_t step = 0);
 
   const TrainConfig& config_;

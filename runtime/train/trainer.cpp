@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <cmath>
 #include <initializer_list>
 #include <numeric>
 #include <optional>
@@ -107,8 +106,9 @@ RunIdentity Trainer::identity() const {
 void Trainer::plan_batch() {
   planned_ = true;
   RunBatch batch = plan_run_batch(config_.train, comm_.world_size(), restored_ ? restored_->global_batch : 0,
-                                  data_.train->size());
+                                  data_.train->size(), workload_.whole_input_passes());
   global_batch_ = batch.global_batch;
+  share_ = batch.sharing_ranks == 1 ? Share{0, 1} : Share{comm_.rank(), comm_.world_size()};
   batch_note_ = std::move(batch.note);
   checkpoints_.identify(identity());
 }
@@ -120,14 +120,14 @@ TrainResult Trainer::run(RunInfo info) {
     if (m.optimizer) m.reducer = make_reducer_(m.module->parameters(), m.module->buffers(), comm_);
   }
   {
-    const DistributedSampler sampler(data_.train->size(), comm_.rank(), comm_.world_size(), static_cast<uint64_t>(seed_));
+    const DistributedSampler sampler(data_.train->size(), share_.rank, share_.ranks, static_cast<uint64_t>(seed_));
     const int64_t batch = config_.train.batch_size;
     RunPlan plan;
     plan.last_epoch = config_.train.epochs;
     plan.steps_per_epoch = (sampler.samples_per_rank() + batch - 1) / batch;
     if (config_.train.max_steps > 0) plan.steps_per_epoch = std::min(plan.steps_per_epoch, config_.train.max_steps);
     plan.eval_samples = eval_samples();
-    plan.global_batch = batch * comm_.world_size();
+    plan.global_batch = batch * share_.ranks;
     eta_.emplace(plan);
   }
   start_run(info);
@@ -160,7 +160,7 @@ void Trainer::start_run(RunInfo& info) {
     for (const at::Tensor& p : m.module->parameters()) info.parameters += p.numel();
     if (m.reducer) info.gradient_buckets.push_back({m.name, m.reducer->bucket_bytes()});
   }
-  info.deterministic = deterministic_record(config_.train, comm_.world_size(), global_batch_);
+  info.deterministic = deterministic_record(config_.train, share_.ranks, global_batch_);
   for (RunObserver* o : observers_) o->run_starting(info);
   logger_.run_start(info);
   for (RunObserver* o : observers_) o->run_started();
@@ -255,23 +255,23 @@ std::vector<int64_t> Trainer::plan_epoch(EpochRun& run, EpochStats& stats) const
   // to train, and the epoch goes on with its evaluation.
   const bool trained = resumed && restored_->epoch_samples >= train.size();
   const int64_t start_sample = resumed && !trained ? restored_->epoch_samples : 0;
-  const DistributedSampler sampler(train.size(), comm_.rank(), comm_.world_size(), static_cast<uint64_t>(seed_));
+  const DistributedSampler sampler(train.size(), share_.rank, share_.ranks, static_cast<uint64_t>(seed_));
   std::vector<int64_t> order;
   if (trained) {
     run.first_step = (sampler.samples_per_rank() + opt.batch_size - 1) / opt.batch_size;
     if (opt.max_steps > 0) run.first_step = std::min(run.first_step, opt.max_steps);
   } else {
-    run.first_step = start_sample / (opt.batch_size * comm_.world_size());
+    run.first_step = start_sample / (opt.batch_size * share_.ranks);
     order = sampler.indices(epoch, start_sample);
     // Shards are fixed sets of samples: no rank trains on the sampler's padding.
-    if (opt.deterministic) order.resize(static_cast<size_t>(unpadded_samples(train.size(), start_sample, comm_.rank(), comm_.world_size())));
+    if (opt.deterministic) order.resize(static_cast<size_t>(unpadded_samples(train.size(), start_sample, share_.rank, share_.ranks)));
   }
   const int64_t samples = static_cast<int64_t>(order.size());
   run.steps = run.first_step + (samples + opt.batch_size - 1) / opt.batch_size;
   if (opt.max_steps > 0) run.steps = std::max(run.first_step, std::min(run.steps, opt.max_steps));
   stats.steps = run.steps - run.first_step;
   stats.first_step = run.first_step + 1;
-  run.global_per_step = opt.batch_size * comm_.world_size();
+  run.global_per_step = opt.batch_size * share_.ranks;
   run.epoch_total = std::min(train.size(), run.steps * run.global_per_step);
   run.interval_first_step = run.first_step + 1;
   run.interval_begin_samples = std::min(run.epoch_total, run.first_step * run.global_per_step);
@@ -334,7 +334,7 @@ void Trainer::train_step(EpochRun& run, int64_t step, const Batch& batch, EpochS
   const StepRecord record{run.epoch, step + 1, ++run_step_, batch.size};
   for (RunObserver* o : observers_) o->before_step(record);
   if (opt.deterministic) {
-    const ShardedStep where = sharded_step(opt, step, global_batch_, data_.train->size(), comm_.rank(), comm_.world_size());
+    const ShardedStep where = sharded_step(opt, step, global_batch_, data_.train->size(), share_.rank, share_.ranks);
     train_shards(*step_, state_, batch, micro, where, run.group_sums);
   } else {
     state_.begin_micro_batch(micro);
@@ -348,7 +348,7 @@ void Trainer::train_step(EpochRun& run, int64_t step, const Batch& batch, EpochS
   stats.bytes_allreduced += comm.bytes_reduced;
   run.group_samples += batch.size;
   if (micro.last) {
-    if (!(opt.on_nonfinite == NonFinitePolicy::kSkipStep && state_.group_skipped())) {
+    if (counts_its_share() && !(opt.on_nonfinite == NonFinitePolicy::kSkipStep && state_.group_skipped())) {
       run.epoch_sums.add(run.group_sums);
       run.interval_sums.add(run.group_sums);
       run.samples_seen += run.group_samples;

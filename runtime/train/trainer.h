@@ -149,6 +149,15 @@ class Trainer final {
   bool planned_ = false;
   int64_t global_batch_ = 0;
   std::string batch_note_;  // how the global batch is split, when train.elastic_batch holds it
+  // Which share of each global batch this rank trains: share `rank` of `ranks`, the world's, or the
+  // whole of it on every rank (train.deterministic, whole-input passes: runtime/train/batch_plan.h).
+  struct Share {
+    int rank = 0;
+    int ranks = 1;
+  } share_;
+  // Whether this rank's training metrics and samples count: ranks that each trained the whole batch count
+  // it once, on rank 0 (the sums are reduced over the ranks).
+  bool counts_its_share() const { return share_.ranks > 1 || comm_.is_root(); }
   int64_t run_step_ = 0;    // training steps of this run so far, across epochs
   std::optional<RunEta> eta_;  // from run(): the whole run's time left
 };

@@ -98,6 +98,12 @@ class Workload {
 
   // What the run writes besides its metrics and checkpoints for a user to look at; none by default.
   virtual std::unique_ptr<SampleGridWriter> make_sample_writer(const TrainConfig& /*config*/) const { return nullptr; }
+
+  // Whether every pass computes the whole input, whichever samples its batch holds (a full-graph network:
+  // the batch only picks the nodes whose loss counts), so that splitting a batch saves no computation.
+  // Under train.deterministic every rank of such a workload trains the whole global batch in one pass
+  // (runtime/train/batch_plan.h) instead of one pass per shard.
+  virtual bool whole_input_passes() const { return false; }
 };
 
 // A classifier: one module, "model", whose outputs are class scores; trained by SupervisedStep on the

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # train.deterministic end to end: the parameters (and BatchNorm statistics) after 20 steps are the same
 # bits at 1, 2, 4 and 8 ranks and over mpi and gloo, for mnist (dropout), resnet18 (BatchNorm, synthetic
-# 32 px) and gcn (full-graph steps over a sharded set of labelled nodes; its 140 nodes leave shards of 17
-# and 18). World sizes 1, 2 and 8 run over mpi and 4 over gloo, each compared with the 1-rank run, so every
+# 32 px) and gcn (full-graph steps: every rank trains all 140 labelled nodes in one pass, no exchange). World sizes 1, 2 and 8 run over mpi and 4 over gloo, each compared with the 1-rank run, so every
 # world size and both backends meet. Controls, which must differ: the same runs without the mode at 1 and
 # 2 ranks. Then a run stopped inside its epoch at 4 ranks and resumed at 2 (what torchrun's restart after
 # losing workers does) ends with the bits of the uninterrupted 1-rank run.
@@ -74,6 +73,13 @@ for workload in mnist resnet18 gcn; do
     fail "$workload --deterministic at 1, 2, 4 and 8 ranks: ${result:-a run failed}"
   fi
   result=""
+  if [ "$workload" = gcn ]; then
+    if grep -q "global batch 144 (train.global_batch_size) trained whole on each of the 2 ranks in one pass" gcn-2.txt; then
+      pass "gcn --deterministic trains the whole global batch on every rank, in one pass"
+    else
+      fail "gcn --deterministic at 2 ranks did not say it trains the whole batch on every rank"; grep -i determin gcn-2.txt
+    fi
+  fi
   if run "$workload-plain1" 1 mpi "${f[@]}" --elastic-batch global && run "$workload-plain2" 2 mpi "${f[@]}" --elastic-batch global &&
      result=$(compare --differ "$workload-plain1" "$workload-plain2"); then
     pass "control: $workload without the mode differs between 1 and 2 ranks: $result"

@@ -89,6 +89,47 @@ TEST_CASE("the deterministic batch holds the global batch and refuses splits it 
   CHECK(plan_deterministic_batch(resumed, 2, 96, 1000).global_batch == 96);
 }
 
+TEST_CASE("a workload whose passes compute their whole input trains the global batch whole on every rank",
+          "[deterministic]") {
+  auto planned = [](int ranks) {
+    TrainOptions o;
+    o.deterministic = true;
+    o.shards = 8;
+    o.global_batch_size = 144;
+    o.accumulate = 3;
+    o.max_steps = 7;
+    const RunBatch plan = plan_deterministic_batch(o, ranks, 0, 140, /*whole_input_passes=*/true);
+    CHECK(plan.global_batch == 144);
+    CHECK(plan.sharing_ranks == 1);  // no rank's share is another's: each trains all of it
+    CHECK(o.batch_size == 144);
+    CHECK(o.shards == 1);  // one pass per step
+    CHECK(o.accumulate == 1);
+    CHECK(o.max_steps == 3);  // 7 backward passes at accumulate 3: 3 optimizer steps
+    return plan.note;
+  };
+  // Any world size: nothing is split, so no power of two is needed.
+  for (const int ranks : {1, 2, 3, 8}) {
+    CHECK_THAT(planned(ranks), Contains("global batch 144 (train.global_batch_size) trained whole on each of the " +
+                                        std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks") + " in one pass"));
+  }
+  // The same workload's batch without the mode is the world's to share.
+  TrainOptions plain;
+  plain.batch_size = 16;
+  CHECK(plan_run_batch(plain, 4, 0, 140, /*whole_input_passes=*/true).sharing_ranks == 4);
+}
+
+TEST_CASE("the reducer's shards are shared by the world's ranks or by none", "[deterministic][reduce]") {
+  // Shared by one rank, each rank holds the whole tree (e2e_deterministic trains the GCN so at 1 to 8 ranks).
+  test::TinyOptions tiny;
+  auto model = test::make_tiny_workload(tiny)->make_model({});
+  std::vector<at::Tensor> params = model->parameters();
+  LocalCommunicator comm;
+  ShardTreeReducer reducer(params, model->buffers(), comm, 1, 1);
+  CHECK(reducer.shards_per_rank() == 1);
+  CHECK_THAT(test::error_message([&] { ShardTreeReducer(params, model->buffers(), comm, 1, 2); }),
+             Contains("the shards are shared by 2 ranks of 1; expected 1 or all of them"));
+}
+
 TEST_CASE("the reducer sums each shard's gradient and statistics in the fixed tree", "[deterministic][reduce]") {
   test::TinyOptions tiny;
   tiny.batchnorm = true;
@@ -114,7 +155,7 @@ TEST_CASE("the reducer sums each shard's gradient and statistics in the fixed tr
   for (size_t i = 0; i < buffers.size(); ++i) buffers[i].detach().copy_(start[i]);
 
   LocalCommunicator comm;
-  ShardTreeReducer reducer(params, buffers, comm, kShards);
+  ShardTreeReducer reducer(params, buffers, comm, kShards, comm.world_size());
   reducer.sync_buffers();
   const std::vector<int64_t> order = shard_order(kShards);
   for (size_t i = 0; i < order.size(); ++i) {

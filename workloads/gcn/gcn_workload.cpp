@@ -93,6 +93,8 @@ class GcnWorkload final : public ClassifierWorkload {
   }
 
   Outputs outputs() const override { return Outputs::kLogProbabilities; }
+  // Both graph convolutions run over every node whatever the batch: the batch picks the labelled nodes.
+  bool whole_input_passes() const override { return true; }
 
   WorkloadData load_data(const TrainConfig& config) const override {
     const DataOptions& options = config.data;

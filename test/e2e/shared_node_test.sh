@@ -103,18 +103,22 @@ rm -f "$mine"
 
 # --- (c) the copy is private -----------------------------------------------------------------------------------
 as_victim "$dtrain" "${long[@]}" --log-dir logs --run-name r3 --checkpoint-memory-dir "$shm" >/dev/null 2>&1 &
-copy=$(wait_for "$mine/*-*/checkpoint-epoch-*.pt")
+wait_for "$mine/*-*/checkpoint-epoch-*.pt" >/dev/null
+# The run goes on writing copies and removing older ones (a copy found a moment ago can be gone by the
+# time it is looked at): stopped, it holds still while its copy is examined.
+pkill -STOP -f "run-name r3"
+copy=$(compgen -G "$mine/*-*/checkpoint-epoch-*.pt" | head -n 1)
 copy_dir=$(dirname "$copy")
 listing=$(as_other ls "$mine" 2>&1)
 reading=$(as_other cat "$copy" 2>&1 >/dev/null)
+modes="$(mode_owner "$mine") $(mode_owner "$copy_dir") $(mode_owner "$copy")"
 pkill -9 -f "run-name r3"
 sleep 0.5
-if [ -n "$copy" ] && [ "$(mode_owner "$mine")" = "700 $victim" ] && [ "$(mode_owner "$copy_dir")" = "700 $victim" ] &&
-   [ "$(mode_owner "$copy")" = "600 $victim" ] && [[ "$listing" == *"Permission denied"* ]] &&
+if [ -n "$copy" ] && [ "$modes" = "700 $victim 700 $victim 600 $victim" ] && [[ "$listing" == *"Permission denied"* ]] &&
    [[ "$reading" == *"Permission denied"* ]]; then
-  pass "the copy is private: $(mode_owner "$mine" | cut -d' ' -f1) and $(mode_owner "$copy" | cut -d' ' -f1) for uid $victim; the other user cannot list or read it"
+  pass "the copy is private: 700 and 600 for uid $victim; the other user cannot list or read it"
 else
-  fail "privacy ('$copy': $(mode_owner "$mine" 2>&1), $(mode_owner "$copy" 2>&1); listing '$listing', reading '$reading')"
+  fail "privacy ('$copy': directory, run directory and copy '$modes'; listing '$listing', reading '$reading')"
 fi
 xdg=$work/xdg-victim
 mkdir -m 700 "$xdg"

@@ -20,6 +20,19 @@
 using namespace dtrain;
 using Catch::Matchers::Contains;
 
+namespace {
+
+// train.deterministic with 8 shards; the global batch train.global_batch_size holds (0: none given).
+TrainOptions deterministic_options(int64_t global_batch_size = 0) {
+  TrainOptions options;
+  options.deterministic = true;
+  options.shards = 8;
+  options.global_batch_size = global_batch_size;
+  return options;
+}
+
+}  // namespace
+
 TEST_CASE("a rank runs its shards in bit-reversed order, so a running sum builds the tree", "[deterministic]") {
   CHECK(shard_order(1) == std::vector<int64_t>{0});
   CHECK(shard_order(2) == std::vector<int64_t>{0, 1});
@@ -54,9 +67,7 @@ TEST_CASE("a shard takes every k-th row of a rank's batch; no rank trains on the
 }
 
 TEST_CASE("the deterministic batch holds the global batch and refuses splits it cannot make exact", "[deterministic]") {
-  TrainOptions options;
-  options.deterministic = true;
-  options.shards = 8;
+  TrainOptions options = deterministic_options();
   options.batch_size = 32;
   options.accumulate = 2;
   options.max_steps = 9;
@@ -68,10 +79,7 @@ TEST_CASE("the deterministic batch holds the global batch and refuses splits it 
   CHECK_THAT(plan.note, Contains("global batch 256 in 8 shards of 32 samples, 2 per rank at 4 ranks"));
 
   auto planned = [](int ranks, int64_t global, int64_t samples) {
-    TrainOptions o;
-    o.deterministic = true;
-    o.shards = 8;
-    o.global_batch_size = global;
+    TrainOptions o = deterministic_options(global);
     return test::error_message([&] { plan_deterministic_batch(o, ranks, 0, samples); });
   };
   CHECK(planned(8, 144, 140) == "no error");  // the GCN: one step of all 140 nodes
@@ -83,19 +91,14 @@ TEST_CASE("the deterministic batch holds the global batch and refuses splits it 
   CHECK(planned(2, 64, 1000) == "no error");  // its last global batch: 40 samples, 5 per shard
   CHECK_THAT(planned(2, 64, 1030), Contains("an epoch of 1030 samples ends with a global batch of 6, fewer than its 8 shards"));
   // A checkpoint's global batch is held when none is given.
-  TrainOptions resumed;
-  resumed.deterministic = true;
-  resumed.shards = 8;
+  TrainOptions resumed = deterministic_options();
   CHECK(plan_deterministic_batch(resumed, 2, 96, 1000).global_batch == 96);
 }
 
 TEST_CASE("a workload whose passes compute their whole input trains the global batch whole on every rank",
           "[deterministic]") {
   auto planned = [](int ranks) {
-    TrainOptions o;
-    o.deterministic = true;
-    o.shards = 8;
-    o.global_batch_size = 144;
+    TrainOptions o = deterministic_options(144);
     o.accumulate = 3;
     o.max_steps = 7;
     const RunBatch plan = plan_deterministic_batch(o, ranks, 0, 140, /*whole_input_passes=*/true);

@@ -108,18 +108,8 @@ quick() {
   if [ "$left" = 0 ]; then pass "cluster.sh down left no namespace, state, hosts file or cgroup"; else fail "left behind: $left"; fi
 }
 
-# The model's parameters in a checkpoint, for comparing two runs: name -> bytes.
-same_parameters() {
-  /usr/bin/python3 - "$1" "$2" <<'PY'
-import sys, torch
-a, b = (torch.jit.load(p) for p in sys.argv[1:3])
-pa, pb = dict(a.named_parameters()), dict(b.named_parameters())
-names = [n for n in pa if pa[n].dtype.is_floating_point and pa[n].numel() > 1]
-differ = [n for n in names if n not in pb or not torch.equal(pa[n], pb[n])]
-print(f"{len(names)} parameter tensors compared, {len(differ)} differ {differ[:3]}")
-sys.exit(1 if differ or not names else 0)
-PY
-}
+# Two checkpoints hold the same model, bit for bit (test/support/same_model.py).
+same_model() { /usr/bin/python3 "$root/test/support/same_model.py" "$1" "$2"; }
 
 faults() {
   local timeout_s=15
@@ -168,8 +158,8 @@ faults() {
   bash "$cluster" loss node2 0.01
   timeout 300 bash "$cluster" mpirun -- "$dtrain" "${fast[@]}" --max-steps "$steps" --log-dir "$work/lossy" \
     --checkpoint-dir "$work/lossy-ck" >"$work/lossy.out" 2>&1 || { fail "run with 1% loss"; show "$work/lossy.out"; }
-  if same_parameters "$work/clean-ck/checkpoint-epoch-000001.pt" "$work/lossy-ck/checkpoint-epoch-000001.pt" >"$work/same.out"; then
-    pass "1% loss on node2: identical parameters ($(cat "$work/same.out")); communication s/step $(
+  if same_model "$work/clean-ck/checkpoint-epoch-000001.pt" "$work/lossy-ck/checkpoint-epoch-000001.pt" >"$work/same.out"; then
+    pass "1% loss on node2: identical models ($(cat "$work/same.out")); communication s/step $(
       /usr/bin/python3 -c 'import json,sys
 for p in sys.argv[1:]:
   e=[json.loads(l) for l in open(p) if "\"epoch_end\"" in l][-1]; print("%.3f" % (e["comm_s"]/e["steps"]), end=" ")' \

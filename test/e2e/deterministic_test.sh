@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # train.deterministic end to end: the parameters (and BatchNorm statistics) after 20 steps are the same
 # bits at 1, 2, 4 and 8 ranks and over mpi and gloo, for mnist (dropout), resnet18 (BatchNorm, synthetic
-# 32 px) and gcn (full-graph steps: every rank trains all 140 labelled nodes in one pass, no exchange). World sizes 1, 2 and 8 run over mpi and 4 over gloo, each compared with the 1-rank run, so every
-# world size and both backends meet. Controls, which must differ: the same runs without the mode at 1 and
-# 2 ranks. Then a run stopped inside its epoch at 4 ranks and resumed at 2 (what torchrun's restart after
-# losing workers does) ends with the bits of the uninterrupted 1-rank run.
+# 32 px) and gcn (full-graph steps: every rank trains all 140 labelled nodes in one pass, no exchange).
+# World sizes 1, 2 and 8 run over mpi and 4 over gloo, each compared with the 1-rank run, so every world
+# size and both backends meet. Controls, which must differ: the same runs without the mode at 1 and 2
+# ranks. A torchrun job that shrinks from 4 ranks to 2 inside its epoch is torchrun_test.sh's case (e).
 # Usage: deterministic_test.sh DTRAIN MPIEXEC [MPIEXEC_FLAGS]
 # DTRAIN_TEST_PYTHON: the interpreter with torch that reads the checkpoints (default Debian's).
 set -uo pipefail
@@ -35,29 +35,9 @@ run() {
   timeout 600 "$mpiexec" -np "$ranks" --oversubscribe $mpi_flags "$dtrain" "${common[@]}" --backend "$backend" \
     --checkpoint-dir "$name" "$@" >"$name.txt" 2>&1 || { tail -n 20 "$name.txt"; return 1; }
 }
-# The newest checkpoint of each directory against the first's: every parameter and buffer of the modules,
-# bit for bit. Prints how many tensors differ in each; fails unless all agree (or, with --differ, unless
-# every one differs somewhere).
-compare() {
-  "$torch_python" - "$@" <<'PY'
-import glob, sys, torch
-expect_differ = sys.argv[1] == "--differ"
-dirs = sys.argv[2:] if expect_differ else sys.argv[1:]
-def tensors(d):
-    newest = sorted(glob.glob(d + "/checkpoint-epoch-*.pt"))[-1]
-    m = torch.jit.load(newest)
-    return {n: t for n, t in list(m.named_parameters()) + list(m.named_buffers()) if n.startswith("modules.")}
-ref = tensors(dirs[0])
-report, ok = [], len(ref) > 0
-for d in dirs[1:]:
-    other = tensors(d)
-    differ = [n for n in ref if n not in other or not torch.equal(ref[n], other[n])]
-    report.append(f"{d}: {len(differ)} of {len(ref)} differ")
-    ok = ok and (bool(differ) if expect_differ else not differ and set(other) == set(ref))
-print("; ".join(report))
-sys.exit(0 if ok else 1)
-PY
-}
+# The model of each directory's newest checkpoint against the first's, bit for bit (or, with --differ,
+# differing somewhere in every one): test/support/same_model.py.
+compare() { "$torch_python" "$here/../support/same_model.py" "$@"; }
 
 for workload in mnist resnet18 gcn; do
   read -ra f <<<"${flags[$workload]}"
@@ -88,19 +68,6 @@ for workload in mnist resnet18 gcn; do
   fi
   result=""
 done
-
-# Stopped inside the epoch at 4 ranks (its checkpoint after step 10 kept, the epoch's end removed), resumed
-# at 2: the global batch, its shards and the dropout draws carry over, and the result is the 1-rank run's.
-read -ra f <<<"${flags[mnist]}"
-if run shrink 4 mpi "${f[@]}" --deterministic --checkpoint-every-steps 10 && rm shrink/checkpoint-epoch-000001.pt &&
-   run shrink 2 mpi "${f[@]}" --deterministic --checkpoint-every-steps 10 --resume &&
-   grep -q "resumed epoch 1 at step 11 .*(world size 4 then, 2 now" shrink.txt &&
-   result=$(compare mnist-1 shrink); then
-  pass "4 ranks stopped at step 10 and resumed at 2 end with the 1-rank run's bits: $result"
-else
-  fail "resume from 4 ranks at 2 under --deterministic: ${result:-a run failed or did not resume at step 11}"
-  grep -i "resum" shrink.txt
-fi
 
 echo "deterministic_test: $failures failed"
 [ "$failures" -eq 0 ]

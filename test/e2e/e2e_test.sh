@@ -536,21 +536,9 @@ print("the run ended (exit", run.poll(), ") before the watcher saw", tmp)
 sys.exit(1)
 PY
 }
-# same_model A B TOLERANCE: the models of two checkpoints (not the optimizer state, keyed by addresses of
-# the run that wrote it) are equal, bitwise for tolerance 0.
-same_model() {
-  "$torch_python" - "$@" <<'PY'
-import sys, torch
-a, b = (torch.jit.load(p) for p in sys.argv[1:3])
-tolerance = float(sys.argv[3])
-ta = {n: t for n, t in list(a.named_parameters()) + list(a.named_buffers()) if n.startswith("modules.")}
-tb = {n: t for n, t in list(b.named_parameters()) + list(b.named_buffers()) if n.startswith("modules.")}
-same = lambda x, y: torch.equal(x, y) if tolerance == 0 or not x.is_floating_point() else torch.allclose(x, y, rtol=tolerance, atol=tolerance)
-differ = [n for n in ta if n not in tb or not same(ta[n], tb[n])]
-print(f"{len(ta)} tensors, {len(differ)} differ {differ[:3]}")
-sys.exit(1 if differ or len(ta) < 100 or set(ta) != set(tb) else 0)
-PY
-}
+# same_model A B TOLERANCE: the models of two checkpoints are equal, bitwise for tolerance 0, and hold at
+# least ResNet-18's 100 tensors (test/support/same_model.py).
+same_model() { "$torch_python" "$here/../support/same_model.py" --tolerance "$3" --min-tensors 100 "$1" "$2"; }
 for np in 1 2; do
   if [ "$np" -eq 1 ]; then launch=("$dtrain" "${cpu[@]}"); tol=0; else launch=("$mpiexec" -np 2 $mpi_flags "$dtrain" "${cpu[@]}"); tol=1e-5; fi
   d=ck10-$np

@@ -8,9 +8,11 @@
 #   (a)         2 agents x 1 worker, one agent killed -9 mid-epoch: the job finishes at world size 1
 #   (b)         1 agent of --nnodes 1:2, a second one started later: it joins, world size 2 from then on
 #   (d)         a worker stopped with SIGSTOP: rank 0 names it within comm.timeout_s + 10 s, the job ends
+#   (e)         --deterministic, 2 agents x 2 workers, one agent killed: at world size 2 the job ends with
+#               the bits of a 1-rank run
 # Every run log is checked. Debian 12's torchrun needs --log_dir, --redirects and --tee (docs/elastic.md).
 # Usage: torchrun_test.sh DTRAIN [bootstrap|elastic|all]: the environment cases and standalone training
-# (bootstrap), the restarts (c), (d), (a), (b) (elastic), or both (the default).
+# (bootstrap), the restarts (c), (d), (a), (e), (b) (elastic), or both (the default).
 set -uo pipefail
 dtrain=$(realpath "$1")
 part=${2:-all}
@@ -52,19 +54,20 @@ wait_for_checkpoint() {
 need_gloo() {
   if ! "$dtrain" --version | grep -q "gloo"; then
     echo "SKIP: this dtrain has no gloo backend ($("$dtrain" --version)); the training cases need it:" \
-      "$([ "$part" = elastic ] && echo "(c), (d), (a) and (b)" || echo "standalone training and a second job in the same --log-dir")"
+      "$([ "$part" = elastic ] && echo "(c), (d), (a), (e) and (b)" || echo "standalone training and a second job in the same --log-dir")"
     echo "$failures failure(s)"
     [ "$failures" -eq 0 ] || exit 1
     exit 77  # the training cases did not run: ctest shows the suite skipped, not passed
   fi
 }
 
-# An agent of an elastic job of 1 to 2 nodes with one worker each, in the background:
-#   elastic_agent ID INDEX PORT DTRAIN_ARGS...   (its output in ID<INDEX>.out, torchrun's logs in tl-ID<INDEX>)
+# An agent of an elastic job of 1 to 2 nodes with WORKERS workers each, in the background:
+#   elastic_agent ID INDEX PORT WORKERS DTRAIN_ARGS...
+# (its output in ID<INDEX>.out, torchrun's logs in tl-ID<INDEX>, dtrain's in logs-ID and ck-ID).
 elastic_agent() {
-  local id=$1 index=$2 port=$3
-  shift 3
-  timeout 600 "$torchrun" --nnodes 1:2 --nproc_per_node 1 --max_restarts 3 --monitor_interval 1 --rdzv_backend c10d \
+  local id=$1 index=$2 port=$3 workers=$4
+  shift 4
+  timeout 600 "$torchrun" --nnodes 1:2 --nproc_per_node "$workers" --max_restarts 3 --monitor_interval 1 --rdzv_backend c10d \
     --rdzv_endpoint 127.0.0.1:"$port" --rdzv_conf last_call_timeout=3 --rdzv_id "$id" --log_dir "tl-$id$index" \
     "${tr_flags[@]}" --no_python "$dtrain" "${fast[@]}" "$@" --log-dir "logs-$id" --checkpoint-dir "ck-$id" \
     >"$id$index.out" 2>&1 &
@@ -262,32 +265,60 @@ elastic() {
   fi
 
   # --- (a) two agents, one killed -9 mid-epoch: the job finishes at world size 1 ----------------------
-  port=$(free_port)
-  elastic_agent a 0 "$port" --epochs 2 --max-steps 60 --checkpoint-every-steps 10
-  agent0=$!
+  # --- (e) --deterministic through a shrink: 2 agents x 2 workers, one agent killed -9 inside the epoch.
+  # The job goes on at world size 2 from the newest checkpoint, with the global batch, its 8 shards and
+  # the dropout draws of the 4-rank run, and ends with the bits of a 1-rank run that never shrank.
+  # Both jobs run side by side: each then waits about 15 s for torchrun's rendezvous to give up the killed
+  # agent (its keep-alive: 3 x 5 s in torch 1.13, not configurable), and the 1-rank run fits in that wait.
+  local det=(--deterministic --global-batch-size 64 --epochs 1 --max-steps 60 --checkpoint-every-steps 10)
+  local port_a port_e a0 a1 e0 e1 killer_a killer_e rc_a rc_e rc_alone same=""
+  port_a=$(free_port)
+  elastic_agent a 0 "$port_a" 1 --epochs 2 --max-steps 60 --checkpoint-every-steps 10
+  a0=$!
+  port_e=$(free_port)
+  elastic_agent e 0 "$port_e" 2 "${det[@]}"
+  e0=$!
   sleep 1  # agent 0 hosts the rendezvous store: it must be up first
-  elastic_agent a 1 "$port" --epochs 2 --max-steps 60 --checkpoint-every-steps 10
-  agent1=$!
-  if wait_for_checkpoint ck-a; then
-    kill -9 "$(pgrep -f "torchrun.*tl-a1" -n)"
-  fi
-  wait "$agent0"
-  rc=$?
-  wait "$agent1" 2>/dev/null
-  if [ "$rc" -eq 0 ] && grep -q "{metricName: accuracy" a0.out &&
+  elastic_agent a 1 "$port_a" 1 --epochs 2 --max-steps 60 --checkpoint-every-steps 10
+  a1=$!
+  elastic_agent e 1 "$port_e" 2 "${det[@]}"
+  e1=$!
+  # Kills agent 1 of job $1 once the job has a checkpoint inside its epoch at step 20 or later.
+  kill_second_agent() { wait_for_checkpoint "ck-$1" && kill -9 "$(pgrep -f "torchrun.*tl-${1}1" -n)"; }
+  kill_second_agent a & killer_a=$!
+  kill_second_agent e & killer_e=$!
+  wait "$killer_e"
+  timeout 300 "$torchrun" --standalone --nproc_per_node 1 --log_dir tl-e-alone "${tr_flags[@]}" --no_python "$dtrain" \
+    "${fast[@]}" "${det[@]}" --log-dir logs-e-alone --checkpoint-dir ck-e-alone >e-alone.out 2>&1
+  rc_alone=$?
+  wait "$killer_a"
+  wait "$a0"; rc_a=$?
+  wait "$e0"; rc_e=$?
+  wait "$a1" "$e1" 2>/dev/null
+  if [ "$rc_a" -eq 0 ] && grep -q "{metricName: accuracy" a0.out &&
      grep -q "the torchrun agent that started this worker (pid [0-9]*) is gone" a1.out &&
      /usr/bin/python3 "$here/check_elastic_runs.py" logs-a 2 1 1 60 128 64; then
     pass "(a) an agent killed -9 mid-epoch: its orphaned worker stops, the other restarts at world size 1 and finishes (exit 0)"
   else
-    fail "(a) killed agent: exit $rc"; tail -20 a0.out a1.out; records logs-a
+    fail "(a) killed agent: exit $rc_a"; tail -20 a0.out a1.out; records logs-a
+  fi
+  # Under the mode an optimizer step is one pass of each rank's 32 samples (its 4 shards inside it).
+  if [ "$rc_e" -eq 0 ] && [ "$rc_alone" -eq 0 ] && grep -q "resumed epoch 1 at step [0-9]* .*(world size 4 then, 2 now" e0.out &&
+     grep -q "the torchrun agent that started this worker (pid [0-9]*) is gone" e1.out &&
+     /usr/bin/python3 "$here/check_elastic_runs.py" logs-e 4 2 1 60 64 32 &&
+     same=$(/usr/bin/python3 "$here/../support/same_model.py" ck-e-alone ck-e); then
+    pass "(e) --deterministic, an agent of 2 x 2 workers killed -9: $(grep -o "resumed epoch 1 at step [0-9]*" e0.out | head -1) at world size 2, the 1-rank run's bits at the end ($same)"
+  else
+    fail "(e) --deterministic shrink from 4 to 2: exits $rc_e (job) and $rc_alone (1 rank); ${same:-the runs did not finish or resume as expected}"
+    tail -20 e0.out e1.out e-alone.out; records logs-e
   fi
 
   # --- (b) a second agent joins later: the group restarts at world size 2 and uses it -----------------
   port=$(free_port)
-  elastic_agent b 0 "$port" --epochs 1 --max-steps 400 --checkpoint-every-steps 10
+  elastic_agent b 0 "$port" 1 --epochs 1 --max-steps 400 --checkpoint-every-steps 10
   agent0=$!
   wait_for_checkpoint ck-b
-  elastic_agent b 1 "$port" --epochs 1 --max-steps 400 --checkpoint-every-steps 10
+  elastic_agent b 1 "$port" 1 --epochs 1 --max-steps 400 --checkpoint-every-steps 10
   agent1=$!
   wait "$agent0"
   rc=$?

@@ -1,0 +1,64 @@
+#!/usr/bin/python3
+"""Compares the models that dtrain checkpoints hold: every parameter and buffer of the modules (names under
+"modules."; not the optimizer state, which is keyed by the addresses of the run that wrote it).
+
+Usage: same_model.py [--differ] [--tolerance T] [--min-tensors N] REFERENCE OTHER...
+Each argument is a checkpoint file, or a checkpoint directory (its newest checkpoint-epoch-*.pt).
+Prints one "OTHER: k of n tensors differ [first names]" per OTHER, joined by "; ". Exit status 0 when
+every OTHER holds the reference's tensor names and values (bit for bit, or floating-point ones within
+--tolerance, relative and absolute); with --differ, when every OTHER differs in at least one tensor.
+A reference with fewer than --min-tensors tensors (default 1) fails either way: a model that was not
+found compares equal to anything.
+"""
+import argparse
+import glob
+import os
+import sys
+
+import torch
+
+
+def checkpoint(path):
+    if not os.path.isdir(path):
+        return path
+    found = sorted(glob.glob(os.path.join(path, "checkpoint-epoch-*.pt")))
+    if not found:
+        sys.exit(f"same_model.py: no checkpoint-epoch-*.pt in {path}")
+    return found[-1]
+
+
+def model_tensors(path):
+    module = torch.jit.load(checkpoint(path))
+    named = list(module.named_parameters()) + list(module.named_buffers())
+    return {name: tensor for name, tensor in named if name.startswith("modules.")}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--differ", action="store_true", help="require every OTHER to differ somewhere")
+    parser.add_argument("--tolerance", type=float, default=0.0)
+    parser.add_argument("--min-tensors", type=int, default=1)
+    parser.add_argument("reference")
+    parser.add_argument("others", nargs="+")
+    args = parser.parse_args()
+
+    def same(a, b):
+        if args.tolerance == 0 or not a.is_floating_point():
+            return torch.equal(a, b)
+        return a.shape == b.shape and torch.allclose(a, b, rtol=args.tolerance, atol=args.tolerance)
+
+    reference = model_tensors(args.reference)
+    ok = len(reference) >= args.min_tensors
+    report = []
+    for other_path in args.others:
+        other = model_tensors(other_path)
+        differ = [n for n in reference if n not in other or not same(reference[n], other[n])]
+        differ += sorted(set(other) - set(reference))
+        report.append(f"{other_path}: {len(differ)} of {len(reference)} tensors differ {differ[:3] if differ else ''}".rstrip())
+        ok = ok and (bool(differ) if args.differ else not differ)
+    print("; ".join(report))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -355,15 +355,12 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
                                      fit->large_bytes, fit->large_s, fit->probe_s, compute_cores,
                                      per_bucket_s(*fit, compute_cores)};
   }
-  // A workload whose passes compute their whole input trains the global batch whole on every rank: one
-  // shard, shared by no other rank (runtime/train/batch_plan.h).
-  const bool whole_input = config.train.deterministic && workload.whole_input_passes();
-  const int64_t shards = config.train.deterministic ? (whole_input ? 1 : config.train.shards) : 0;
-  ReducerFactory make_reducer = [reducer_options, fit, compute_cores, shards, whole_input](
+  // The trainer's batch plan says whether the run is deterministic and how its shards are shared.
+  ReducerFactory make_reducer = [reducer_options, fit, compute_cores](
                                     std::vector<at::Tensor> params, const std::vector<at::Tensor>& buffers,
-                                    Communicator& c) -> std::unique_ptr<GradReducer> {
-    if (shards > 0) {
-      return std::make_unique<ShardTreeReducer>(std::move(params), buffers, c, shards, whole_input ? 1 : c.world_size());
+                                    Communicator& c, const ReducerPlan& plan) -> std::unique_ptr<GradReducer> {
+    if (plan.shards > 0) {
+      return std::make_unique<ShardTreeReducer>(std::move(params), buffers, c, plan.shards, plan.sharing_ranks);
     }
     ReducerOptions options = reducer_options;
     if (fit) {

@@ -117,7 +117,7 @@ TrainResult Trainer::run(RunInfo info) {
   Stopwatch total;
   if (!planned_) plan_batch();
   for (TrainedModule& m : state_.modules()) {
-    if (m.optimizer) m.reducer = make_reducer_(m.module->parameters(), m.module->buffers(), comm_);
+    if (m.optimizer) m.reducer = make_reducer_(m.module->parameters(), m.module->buffers(), comm_, reducer_plan());
   }
   {
     const DistributedSampler sampler(data_.train->size(), share_.rank, share_.ranks, static_cast<uint64_t>(seed_));

@@ -32,9 +32,18 @@
 
 namespace dtrain {
 
+// What the run's batch plan fixed that picks and shapes its reducers: under train.deterministic the
+// shard count and how many ranks share the shards' tree (1 where every rank trains the whole global
+// batch: runtime/train/batch_plan.h); shards 0 otherwise.
+struct ReducerPlan {
+  int64_t shards = 0;
+  int sharing_ranks = 1;
+};
+
 // Builds the gradient reducer of one module's parameters and buffers (the caller picks the class).
 using ReducerFactory = std::function<std::unique_ptr<GradReducer>(
-    std::vector<at::Tensor> params, const std::vector<at::Tensor>& buffers, Communicator& comm)>;
+    std::vector<at::Tensor> params, const std::vector<at::Tensor>& buffers, Communicator& comm,
+    const ReducerPlan& plan)>;
 
 struct TrainResult {
   std::vector<EpochStats> epochs;  // the epochs this run trained (after a resume: only the new ones)
@@ -158,6 +167,7 @@ class Trainer final {
   // Whether this rank's training metrics and samples count: ranks that each trained the whole batch count
   // it once, on rank 0 (the sums are reduced over the ranks).
   bool counts_its_share() const { return share_.ranks > 1 || comm_.is_root(); }
+  ReducerPlan reducer_plan() const { return {config_.train.deterministic ? config_.train.shards : 0, share_.ranks}; }
   int64_t run_step_ = 0;    // training steps of this run so far, across epochs
   std::optional<RunEta> eta_;  // from run(): the whole run's time left
 };

@@ -10,6 +10,7 @@
 #include "runtime/util/error.h"
 #include "runtime/train/trainer.h"
 #include "test/mpi/mpi_test_support.h"
+#include "test/support/error_message.h"
 #include "test/support/params.h"
 #include "test/support/train_run.h"
 #include "test/support/temp_dir.h"
@@ -17,6 +18,7 @@
 #include "test/support/tiny_workload.h"
 
 using namespace dtrain;
+using Catch::Matchers::Contains;
 
 TEST_CASE("training at world W lowers the loss and keeps replicas identical", "[train][mpi]") {
   auto comm = test::make_mpi_comm();
@@ -151,7 +153,7 @@ TEST_CASE("BatchNorm statistics are rank 0's on every rank after training, so ev
   config.train.epochs = 2;
   auto workload = test::make_tiny_cnn_workload();
   ReducerFactory make_reducer = [](std::vector<at::Tensor> params, const std::vector<at::Tensor>& buffers,
-                                   Communicator& c) -> std::unique_ptr<GradReducer> {
+                                   Communicator& c, const ReducerPlan&) -> std::unique_ptr<GradReducer> {
     return std::make_unique<BucketedReducer>(std::move(params), buffers, c, ReducerOptions{BucketOptions{512, 64}});
   };
   std::ostringstream console;
@@ -173,4 +175,46 @@ TEST_CASE("BatchNorm statistics are rank 0's on every rank after training, so ev
   const at::Tensor probe = at::randn({4, 3, 8, 8});
   const at::Tensor outputs = dynamic_cast<Model&>(model).forward(probe);
   CHECK(test::same_as_root(*comm, outputs));
+}
+
+TEST_CASE("under train.deterministic the trainer's reducers follow its plan: W ranks end with 1 rank's bits",
+          "[train][deterministic][mpi]") {
+  auto comm = test::make_mpi_comm();
+  const int world = comm->world_size();
+  test::TinyOptions tiny;
+  tiny.dropout = 0.2;  // drawn per shard, not per rank
+  auto workload = test::make_tiny_workload(tiny);
+  auto deterministic = [](const std::string& dir) {
+    TrainConfig config = test::tiny_config(dir);
+    config.train.deterministic = true;
+    config.train.shards = 4;
+    config.train.global_batch_size = 32;
+    config.train.max_steps = 3;
+    return config;
+  };
+  test::TempDir world_dir;
+  if (world != 2 && world != 4) {  // ranks that cannot share 4 shards are refused alike on every rank
+    CHECK_THAT(test::error_message([&] { test::train_run(deterministic(world_dir.path()), *workload, *comm); }),
+               Contains(std::to_string(world) + " ranks cannot share the 4 shards of train.shards"));
+    return;
+  }
+  const test::TrainRun together = test::train_run(deterministic(world_dir.path()), *workload, *comm);
+  // Every rank trains the 1-rank run alone, in a directory of its own, and compares.
+  test::TempDir alone_dir;
+  LocalCommunicator local;
+  const test::TrainRun alone = test::train_run(deterministic(alone_dir.path()), *workload, local);
+  REQUIRE(together.result.epochs.size() == 2);
+  CHECK(together.result.epochs[0].train_samples == alone.result.epochs[0].train_samples);
+  CHECK(at::equal(together.params, alone.params));
+  CHECK(at::equal(together.buffers, alone.buffers));
+  // Control: the same runs without the mode (the same global batch, held) differ.
+  auto plain = [&](const std::string& dir) {
+    TrainConfig config = deterministic(dir);
+    config.train.deterministic = false;
+    config.train.elastic_batch = ElasticBatch::kGlobal;
+    return config;
+  };
+  test::TempDir plain_world_dir, plain_alone_dir;
+  CHECK_FALSE(at::equal(test::train_run(plain(plain_world_dir.path()), *workload, *comm).params,
+                        test::train_run(plain(plain_alone_dir.path()), *workload, local).params));
 }

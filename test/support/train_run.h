@@ -14,6 +14,7 @@
 #include "runtime/comm/local_communicator.h"
 #include "runtime/config/config_yaml.h"
 #include "runtime/reduce/bucketed_reducer.h"
+#include "runtime/reduce/shard_tree_reducer.h"
 #include "runtime/train/run_directory.h"
 #include "runtime/train/trainer.h"
 #include "test/support/params.h"
@@ -47,7 +48,10 @@ inline TrainRun train_run(const TrainConfig& config, const Workload& workload, C
                           c10::Device device = c10::Device(c10::DeviceType::CPU),
                           const ObserverSetup& observe = nullptr) {
   ReducerFactory make_reducer = [buckets](std::vector<at::Tensor> params, const std::vector<at::Tensor>& buffers,
-                                          Communicator& c) -> std::unique_ptr<GradReducer> {
+                                          Communicator& c, const ReducerPlan& plan) -> std::unique_ptr<GradReducer> {
+    if (plan.shards > 0) {
+      return std::make_unique<ShardTreeReducer>(std::move(params), buffers, c, plan.shards, plan.sharing_ranks);
+    }
     return std::make_unique<BucketedReducer>(std::move(params), buffers, c, buckets);
   };
   std::ostringstream console;

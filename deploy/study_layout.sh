@@ -16,6 +16,56 @@ study_run_dir() {
   printf '%s/n%02d-r%d' "$1" "$2" "$3"
 }
 
+# study_parse AFTER SPEC... -- ARGS...: the one way the runners read their options. Each SPEC word is an
+# option's name: NAME takes a value (--NAME V or --NAME=V) into the variable NAME (dashes as
+# underscores), NAME+ a value appended to the array NAME at each use, NAME? is a flag that sets NAME to 1.
+# What follows the runner's own `--` (AFTER says what it is, for messages) is left in the array
+# study_rest. An unknown option, a value missing, or a value given to a flag is an error listing the
+# runner's options (exit 2); nothing has run by then.
+study_parse() {
+  # Locals start with _: an option's variable of the same name would be set here, not for the runner.
+  local _after=$1 _arg _name _var _word _kind _value
+  shift
+  local -a _spec=()
+  while [ "$1" != "--" ]; do _spec+=("$1"); shift; done
+  shift
+  study_rest=()
+  while [ $# -gt 0 ]; do
+    _arg=$1
+    if [ "$_arg" = "--" ]; then shift; study_rest=("$@"); return 0; fi
+    _name=${_arg#--}
+    _name=${_name%%=*}
+    _kind=""
+    if [ "${_arg:0:2}" = "--" ]; then
+      for _word in "${_spec[@]}"; do
+        case "$_word" in "$_name") _kind=value ;; "$_name+") _kind=list ;; "$_name?") _kind=flag ;; esac
+      done
+    fi
+    if [ -z "$_kind" ]; then
+      echo "$STUDY_RUNNER: unknown option '$_arg' (expected $(printf -- '--%s, ' "${_spec[@]}" | sed 's/[+?]//g; s/, $//'), then -- and $_after)" >&2
+      exit 2
+    fi
+    _var=${_name//-/_}
+    if [ "$_kind" = flag ]; then
+      [ "$_arg" = "--$_name" ] || { echo "$STUDY_RUNNER: --$_name takes no value, got '$_arg'" >&2; exit 2; }
+      printf -v "$_var" 1
+      shift
+      continue
+    fi
+    if [ "$_arg" != "--$_name" ]; then
+      _value=${_arg#*=}
+      shift
+    elif [ $# -ge 2 ]; then
+      _value=$2
+      shift 2
+    else
+      echo "$STUDY_RUNNER: --$_name needs a value" >&2
+      exit 2
+    fi
+    if [ "$_kind" = list ]; then eval "$_var+=(\"\$_value\")"; else printf -v "$_var" '%s' "$_value"; fi
+  done
+}
+
 # study_check_options OUT "1 2 4" REPS [KEY=VALUE...]: the options every runner takes: --out is given,
 # sizes and repetitions are positive integers, every --label is usable. Checked before any run starts.
 study_check_options() {

@@ -30,20 +30,10 @@ reps=1
 out=""
 timeout=${STUDY_TIMEOUT:-4h}
 kind=mpijob
-extra_labels=()
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --sizes) sizes=$2; shift 2 ;;
-    --reps) reps=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    --timeout) timeout=$2; shift 2 ;;
-    --label) extra_labels+=("$2"); shift 2 ;;
-    --kind) kind=$2; shift 2 ;;
-    --) shift; break ;;
-    *) echo "run_study: unknown option '$1' (expected --kind, --sizes, --reps, --out, --timeout, --label, then -- and the render options)" >&2; exit 2 ;;
-  esac
-done
-study_check_options "$out" "$sizes" "$reps" ${extra_labels[@]+"${extra_labels[@]}"}
+label=()
+study_parse "the render options" kind sizes reps out timeout label+ -- "$@"
+set -- ${study_rest[@]+"${study_rest[@]}"}
+study_check_options "$out" "$sizes" "$reps" ${label[@]+"${label[@]}"}
 case "$kind" in
   mpijob|trainjob) ;;
   *) echo "run_study: --kind must be mpijob or trainjob, got '$kind'" >&2; exit 2 ;;
@@ -126,7 +116,7 @@ for size in $sizes; do
     [ "$gpus" -gt 0 ] 2>/dev/null && ranks=$(( size * gpus ))
     study_write_labels "$dir" platform="$platform" nodes="$size" ranks="$ranks" gpus_per_node="$gpus" \
       accelerator="$accelerator" repetition="$rep" runner="$runner_label" workload="$workload" batch="$batch" \
-      ${extra_labels[@]+"${extra_labels[@]}"}
+      ${label[@]+"${label[@]}"}
     /usr/bin/env python3 "${render[@]}" --workers "$size" "$@" >"$dir/job.yaml"
     # The job's name (an mpirun TrainJob's runtime, first in the file, has the same one).
     job=$(awk '/^  name: /{print $2; exit}' "$dir/job.yaml")

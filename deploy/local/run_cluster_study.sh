@@ -46,34 +46,15 @@ calibrate=0
 floor=0
 peer=""
 dtrain=""
-timeout_s=3600
+timeout=3600
 keep_checkpoints=0
-extra_labels=()
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --sizes) sizes=$2; shift 2 ;;
-    --reps) reps=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    --platform) platform=$2; shift 2 ;;
-    --rate) rate=$2; shift 2 ;;
-    --mtu) mtu=$2; shift 2 ;;
-    --overlay) overlay=$2; shift 2 ;;
-    --cpu) cpu=$2; shift 2 ;;
-    --launcher) launcher=$2; shift 2 ;;
-    --calibrate) calibrate=1; shift ;;
-    --floor) floor=1; shift ;;
-    --peer) peer=$2; shift 2 ;;
-    --dtrain) dtrain=$2; shift 2 ;;
-    --timeout) timeout_s=$2; shift 2 ;;
-    --keep-checkpoints) keep_checkpoints=1; shift ;;
-    --label) extra_labels+=("$2"); shift 2 ;;
-    --) shift; break ;;
-    *) echo "$STUDY_RUNNER: unknown option '$1' (expected --sizes, --reps, --out, --platform, --rate, --mtu, --overlay, --cpu, --launcher, --calibrate, --floor, --peer, --label, --dtrain, --timeout, --keep-checkpoints, then -- and dtrain's flags)" >&2; exit 2 ;;
-  esac
-done
-study_check_options "$out" "$sizes" "$reps" ${extra_labels[@]+"${extra_labels[@]}"} platform="$platform"
+label=()
+study_parse "dtrain's flags" sizes reps out platform rate mtu overlay cpu launcher calibrate? floor? peer label+ dtrain \
+  timeout keep-checkpoints? -- "$@"
+set -- ${study_rest[@]+"${study_rest[@]}"}
+study_check_options "$out" "$sizes" "$reps" ${label[@]+"${label[@]}"} platform="$platform"
 case "$launcher" in mpirun|torchrun) ;; *) echo "$STUDY_RUNNER: --launcher must be mpirun or torchrun, got '$launcher'" >&2; exit 2 ;; esac
-case "$timeout_s" in ''|*[!0-9]*|0) echo "$STUDY_RUNNER: --timeout takes seconds, got '$timeout_s'" >&2; exit 2 ;; esac
+case "$timeout" in ''|*[!0-9]*|0) echo "$STUDY_RUNNER: --timeout takes seconds, got '$timeout'" >&2; exit 2 ;; esac
 if [ -z "$dtrain" ]; then
   if [ -x "$root/build/dtrain" ]; then dtrain=$root/build/dtrain; else dtrain=$(command -v dtrain || true); fi
 fi
@@ -128,7 +109,7 @@ if [ "$calibrate" -eq 1 ]; then
   # quota of a quarter core throttles a 256 KiB allreduce from 3.6 ms to 150 ms. What the share costs
   # training is then the model's error, not part of its network (docs/benchmarks.md).
   bash "$cluster" up "$n" --rate "$rate" --mtu "$mtu" --overlay "$overlay"
-  timeout "$timeout_s" bash "$cluster" mpirun -- "$bench" --backend mpi --min-bytes 64K --max-bytes 32M --factor 4 \
+  timeout "$timeout" bash "$cluster" mpirun -- "$bench" --backend mpi --min-bytes 64K --max-bytes 32M --factor 4 \
     --warmup 2 --iters 8 --json "$json" >"$out/calibration/allreduce-n$(printf %02d "$n").log" 2>&1 </dev/null ||
     { cat "$out/calibration/"*.log >&2; echo "$STUDY_RUNNER: the calibration sweep failed" >&2; exit 1; }
   # The sweep names its platform, so one report of several studies calibrates each with its own network.
@@ -142,7 +123,7 @@ if [ "$floor" -eq 1 ]; then
   # Two nodes with the study's links and CPU share: what moving a byte costs a node here, against the
   # same stream inside one node (the kernel's TCP alone, as on a host with a real NIC).
   bash "$cluster" up 2 "${up_options[@]}"
-  timeout "$timeout_s" /usr/bin/python3 "$here/emulator_floor.py" --cluster-script "$cluster" \
+  timeout "$timeout" /usr/bin/python3 "$here/emulator_floor.py" --cluster-script "$cluster" \
     --json "$out/calibration/floor.json" --platform "$platform" </dev/null ||
     { echo "$STUDY_RUNNER: the emulator floor measurement failed" >&2; exit 1; }
 fi
@@ -157,7 +138,7 @@ solo_runs() {
   mkdir -p "$dir"
   local -a pids=()
   for k in $(seq 1 "$size"); do
-    timeout "$timeout_s" bash "$cluster" exec "node$k" "$@" --log-dir "$dir/node$k" >"$dir/node$k.log" 2>&1 </dev/null &
+    timeout "$timeout" bash "$cluster" exec "node$k" "$@" --log-dir "$dir/node$k" >"$dir/node$k.log" 2>&1 </dev/null &
     pids+=($!)
   done
   local status=0
@@ -195,8 +176,8 @@ for size in $sizes; do
     study_write_labels "$dir" platform="$platform" nodes="$size" ranks="$size" ranks_per_node=1 \
       gpus_per_node=0 accelerator=cpu repetition="$rep" runner=local-cluster launcher="$launcher" \
       link_rate="$rate" mtu="$mtu" overlay="$overlay" cpu_per_node="${cpu:-all}" \
-      ${extra_labels[@]+"${extra_labels[@]}"}
-    command=(timeout "$timeout_s" bash "$cluster" "$launcher" -- "$dtrain" "$@"
+      ${label[@]+"${label[@]}"}
+    command=(timeout "$timeout" bash "$cluster" "$launcher" -- "$dtrain" "$@"
              --log-dir "$dir/logs" --checkpoint-dir "$dir/checkpoints")
     study_launch "$dir" "size $size rep $rep" "${command[@]}" || failed=$((failed + 1))
     [ "$keep_checkpoints" -eq 1 ] || rm -rf "$dir/checkpoints"
@@ -207,9 +188,9 @@ for size in $sizes; do
       study_write_labels "$pdir" platform="$platform" nodes="$size" ranks="$size" ranks_per_node=1 \
         gpus_per_node=0 accelerator=cpu repetition="$rep" runner=local-cluster launcher=mpirun \
         link_rate="$rate" mtu="$mtu" overlay="$overlay" cpu_per_node="${cpu:-all}" \
-        ${extra_labels[@]+"${extra_labels[@]}"}
+        ${label[@]+"${label[@]}"}
       eval "peer_cmd=($(peer_command "$@"))"
-      command=(timeout "$timeout_s" bash "$cluster" mpirun -x MASTER_ADDR=node1 -x MASTER_PORT=29533 --
+      command=(timeout "$timeout" bash "$cluster" mpirun -x MASTER_ADDR=node1 -x MASTER_PORT=29533 --
                "${peer_cmd[@]}" --log-dir "$pdir/logs/peer")
       study_launch "$pdir" "size $size rep $rep (PyTorch DDP)" "${command[@]}" || failed=$((failed + 1))
     fi

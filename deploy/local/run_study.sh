@@ -25,27 +25,14 @@ reps=1
 out=""
 platform=local
 dtrain=""
-timeout_s=3600
+timeout=3600
 keep_checkpoints=0
 accelerator=cpu
-extra_labels=()
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --sizes) sizes=$2; shift 2 ;;
-    --reps) reps=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    --platform) platform=$2; shift 2 ;;
-    --dtrain) dtrain=$2; shift 2 ;;
-    --timeout) timeout_s=$2; shift 2 ;;
-    --keep-checkpoints) keep_checkpoints=1; shift ;;
-    --accelerator) accelerator=$2; shift 2 ;;
-    --label) extra_labels+=("$2"); shift 2 ;;
-    --) shift; break ;;
-    *) echo "$STUDY_RUNNER: unknown option '$1' (expected --sizes, --reps, --out, --platform, --accelerator, --label, --dtrain, --timeout, --keep-checkpoints, then -- and dtrain's flags)" >&2; exit 2 ;;
-  esac
-done
-study_check_options "$out" "$sizes" "$reps" ${extra_labels[@]+"${extra_labels[@]}"}
-case "$timeout_s" in ''|*[!0-9]*|0) echo "$STUDY_RUNNER: --timeout takes seconds, got '$timeout_s'" >&2; exit 2 ;; esac
+label=()
+study_parse "dtrain's flags" sizes reps out platform accelerator label+ dtrain timeout keep-checkpoints? -- "$@"
+set -- ${study_rest[@]+"${study_rest[@]}"}
+study_check_options "$out" "$sizes" "$reps" ${label[@]+"${label[@]}"}
+case "$timeout" in ''|*[!0-9]*|0) echo "$STUDY_RUNNER: --timeout takes seconds, got '$timeout'" >&2; exit 2 ;; esac
 if [ -z "$dtrain" ]; then
   if [ -x "$root/build/dtrain" ]; then dtrain=$root/build/dtrain; else dtrain=$(command -v dtrain || true); fi
 fi
@@ -61,8 +48,8 @@ for size in $sizes; do
     rm -rf "$dir"
     mkdir -p "$dir"
     study_write_labels "$dir" platform="$platform" nodes="$size" ranks="$size" ranks_per_node=1 \
-      gpus_per_node=0 accelerator="$accelerator" repetition="$rep" runner=local ${extra_labels[@]+"${extra_labels[@]}"}
-    command=(timeout "$timeout_s" mpirun -np "$size" --oversubscribe "$dtrain" "$@"
+      gpus_per_node=0 accelerator="$accelerator" repetition="$rep" runner=local ${label[@]+"${label[@]}"}
+    command=(timeout "$timeout" mpirun -np "$size" --oversubscribe "$dtrain" "$@"
              --log-dir "$dir/logs" --checkpoint-dir "$dir/checkpoints")
     study_launch "$dir" "size $size rep $rep" "${command[@]}" || failed=$((failed + 1))
     [ "$keep_checkpoints" -eq 1 ] || rm -rf "$dir/checkpoints"

@@ -26,39 +26,24 @@ reps=1
 out=""
 platform=slurm
 accelerator=""
-gpus=0
+gpus_per_node=0
 ranks_per_node=1
 script=$here/dtrain.sbatch
 wait=0
-sbatch_args=()
-extra_labels=()
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --sizes) sizes=$2; shift 2 ;;
-    --reps) reps=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    --platform) platform=$2; shift 2 ;;
-    --accelerator) accelerator=$2; shift 2 ;;
-    --gpus-per-node) gpus=$2; shift 2 ;;
-    --ranks-per-node) ranks_per_node=$2; shift 2 ;;
-    --script) script=$2; shift 2 ;;
-    --sbatch-arg) sbatch_args+=("$2"); shift 2 ;;
-    --sbatch-arg=*) sbatch_args+=("${1#--sbatch-arg=}"); shift ;;
-    --label) extra_labels+=("$2"); shift 2 ;;
-    --wait) wait=1; shift ;;
-    --) shift; break ;;
-    *) echo "$STUDY_RUNNER: unknown option '$1' (expected --sizes, --reps, --out, --platform, --accelerator, --gpus-per-node, --ranks-per-node, --script, --sbatch-arg, --label, --wait, then -- and dtrain's flags)" >&2; exit 2 ;;
-  esac
-done
-study_check_options "$out" "$sizes" "$reps" ${extra_labels[@]+"${extra_labels[@]}"}
-for pair in "gpus-per-node:$gpus" "ranks-per-node:$ranks_per_node"; do
+sbatch_arg=()
+label=()
+study_parse "dtrain's flags" sizes reps out platform accelerator gpus-per-node ranks-per-node script sbatch-arg+ label+ \
+  wait? -- "$@"
+set -- ${study_rest[@]+"${study_rest[@]}"}
+study_check_options "$out" "$sizes" "$reps" ${label[@]+"${label[@]}"}
+for pair in "gpus-per-node:$gpus_per_node" "ranks-per-node:$ranks_per_node"; do
   case "${pair#*:}" in ''|*[!0-9]*) echo "$STUDY_RUNNER: --${pair%%:*} takes an integer, got '${pair#*:}'" >&2; exit 2 ;; esac
 done
 [ -f "$script" ] || { echo "$STUDY_RUNNER: job script '$script' not found" >&2; exit 2; }
 command -v sbatch >/dev/null || { echo "$STUDY_RUNNER: sbatch not found (run this on a Slurm login node)" >&2; exit 2; }
-if [ "$gpus" -gt 0 ]; then
-  ranks_per_node=$gpus
-  gres=(--gres="gpu:$gpus")
+if [ "$gpus_per_node" -gt 0 ]; then
+  ranks_per_node=$gpus_per_node
+  gres=(--gres="gpu:$gpus_per_node")
   [ -n "$accelerator" ] || accelerator=gpu
 else
   gres=(--gres=none)
@@ -74,13 +59,13 @@ for size in $sizes; do
     rm -rf "$dir"
     mkdir -p "$dir"
     study_write_labels "$dir" platform="$platform" nodes="$size" ranks=$(( size * ranks_per_node )) \
-      gpus_per_node="$gpus" accelerator="$accelerator" repetition="$rep" runner=slurm \
-      ${extra_labels[@]+"${extra_labels[@]}"}
+      gpus_per_node="$gpus_per_node" accelerator="$accelerator" repetition="$rep" runner=slurm \
+      ${label[@]+"${label[@]}"}
     dependency=()
     [ -n "$previous" ] && dependency=(--dependency="afterany:$previous")
     command=(sbatch --parsable --nodes="$size" --ntasks-per-node="$ranks_per_node" "${gres[@]}"
              --job-name="dtrain-n$size-r$rep" --output="$dir/launcher.log" "${dependency[@]}"
-             ${sbatch_args[@]+"${sbatch_args[@]}"} "$script" "$@" --log-dir "$dir/logs" --checkpoint-dir "$dir/checkpoints")
+             ${sbatch_arg[@]+"${sbatch_arg[@]}"} "$script" "$@" --log-dir "$dir/logs" --checkpoint-dir "$dir/checkpoints")
     [ "$wait" -eq 1 ] && command=("${command[0]}" --wait "${command[@]:1}")
     printf '%q ' "${command[@]}" >"$dir/command.txt"
     echo >>"$dir/command.txt"

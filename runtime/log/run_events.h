@@ -147,8 +147,8 @@ struct ProfileRecord {
   bool kineto = false;  // LibTorch's trace (with device activity) rather than dtrain's CPU-only one
   bool cuda = false;
   int64_t events = 0;
-  std::string trace_path;
-  std::string table_path;
+  std::string trace;  // Chrome trace JSON
+  std::string table;  // the operators' CSV table
 };
 
 struct ProgressInfo {

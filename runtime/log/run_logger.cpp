@@ -15,6 +15,17 @@
 #include "runtime/util/timer.h"
 
 namespace dtrain {
+
+// The records the run log writes field for field (runtime/log/run_log.schema.json); the others have
+// fields written only when known, or derived, and are built below.
+DTRAIN_JSON_RECORD(NetworkInfo, transport, peer_host, interface, address, mtu)
+DTRAIN_JSON_RECORD(BucketProbeRecord, latency_s, bytes_per_s, small_bytes, small_s, small_cpu_s, large_bytes, large_s,
+                   probe_s, compute_cores, per_bucket_s)
+DTRAIN_JSON_RECORD(GradientBuckets, module, bucket_bytes)
+DTRAIN_JSON_RECORD(DeterministicRecord, shards, shards_per_rank, global_batch, samples_per_shard)
+DTRAIN_JSON_RECORD(CheckpointRecord, epoch, step, epoch_samples, path, save_s, persist_s, async, wait_s)
+DTRAIN_JSON_RECORD(ProfileRecord, rank, first_step, last_step, kineto, cuda, events, trace, table)
+
 namespace {
 
 // Every run-log record starts with the event's name and UTC time.
@@ -187,44 +198,10 @@ void RunLogger::run_start(const RunInfo& info) {
   record["accelerator"] = info.accelerator;
   record["peak_tflops"] = info.peak_tflops;
   record["checkpoint_dir"] = info.checkpoint_dir;
-  JsonRecord network;
-  network["transport"] = info.network.transport;
-  network["peer_host"] = info.network.peer_host;
-  network["interface"] = info.network.interface;
-  network["address"] = info.network.address;
-  network["mtu"] = info.network.mtu;
-  record["network"] = network;
-  if (info.deterministic) {
-    JsonRecord deterministic;
-    deterministic["shards"] = info.deterministic->shards;
-    deterministic["shards_per_rank"] = info.deterministic->shards_per_rank;
-    deterministic["global_batch"] = info.deterministic->global_batch;
-    deterministic["samples_per_shard"] = info.deterministic->samples_per_shard;
-    record["deterministic"] = deterministic;
-  }
-  if (info.bucket_probe) {
-    const BucketProbeRecord& p = *info.bucket_probe;
-    JsonRecord probe;
-    probe["latency_s"] = p.latency_s;
-    probe["bytes_per_s"] = p.bytes_per_s;
-    probe["small_bytes"] = p.small_bytes;
-    probe["small_s"] = p.small_s;
-    probe["small_cpu_s"] = p.small_cpu_s;
-    probe["large_bytes"] = p.large_bytes;
-    probe["large_s"] = p.large_s;
-    probe["probe_s"] = p.probe_s;
-    probe["compute_cores"] = p.compute_cores;
-    probe["per_bucket_s"] = p.per_bucket_s;
-    record["bucket_probe"] = probe;
-  }
-  std::vector<JsonRecord> gradient_buckets;
-  for (const GradientBuckets& buckets : info.gradient_buckets) {
-    JsonRecord entry;
-    entry["module"] = buckets.module;
-    entry["bucket_bytes"] = buckets.bucket_bytes;
-    gradient_buckets.push_back(std::move(entry));
-  }
-  record["gradient_buckets"] = gradient_buckets;
+  record["network"] = info.network;
+  if (info.deterministic) record["deterministic"] = *info.deterministic;
+  if (info.bucket_probe) record["bucket_probe"] = *info.bucket_probe;
+  record["gradient_buckets"] = info.gradient_buckets;
   record["config"] = info.config_yaml;
   write_event(record);
   if (options_.tensorboard) {
@@ -343,18 +320,11 @@ void RunLogger::profile_written(const ProfileRecord& profile) {
   std::lock_guard<std::mutex> lock(mutex_);
   meter_->clear();
   out_ << "profile of steps " << profile.first_step << "-" << profile.last_step << " on rank " << profile.rank << ": "
-       << profile.trace_path << " (open in ui.perfetto.dev), " << profile.table_path
+       << profile.trace << " (open in ui.perfetto.dev), " << profile.table
        << (profile.kineto ? "" : " (this LibTorch has no Kineto: CPU operators only)") << "\n";
   flush_console();
   JsonRecord record = event("profile");
-  record["rank"] = profile.rank;
-  record["first_step"] = profile.first_step;
-  record["last_step"] = profile.last_step;
-  record["kineto"] = profile.kineto;
-  record["cuda"] = profile.cuda;
-  record["events"] = profile.events;
-  record["trace"] = profile.trace_path;
-  record["table"] = profile.table_path;
+  record.update(JsonRecord(profile));
   write_event(record);
 }
 
@@ -362,14 +332,7 @@ void RunLogger::checkpoint_written(const CheckpointRecord& checkpoint) {
   if (!is_root_) return;
   std::lock_guard<std::mutex> lock(mutex_);
   JsonRecord record = event("checkpoint");
-  record["epoch"] = checkpoint.epoch;
-  record["step"] = checkpoint.step;
-  record["epoch_samples"] = checkpoint.epoch_samples;
-  record["path"] = checkpoint.path;
-  record["save_s"] = checkpoint.save_s;
-  record["persist_s"] = checkpoint.persist_s;
-  record["async"] = checkpoint.async;
-  record["wait_s"] = checkpoint.wait_s;
+  record.update(JsonRecord(checkpoint));
   write_event(record);
 }
 

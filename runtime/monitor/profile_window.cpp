@@ -70,10 +70,10 @@ void ProfileWindow::finish() {
   record.cuda = out.cuda;
   record.events = out.events;
   const std::string stem = "profile-rank" + std::to_string(root);
-  record.trace_path = logger_.run_dir() + "/" + stem + ".trace.json";
-  record.table_path = logger_.run_dir() + "/" + stem + "-ops.csv";
-  write_file_atomically(record.trace_path, out.trace_json);
-  write_file_atomically(record.table_path, out.table_csv);
+  record.trace = logger_.run_dir() + "/" + stem + ".trace.json";
+  record.table = logger_.run_dir() + "/" + stem + "-ops.csv";
+  write_file_atomically(record.trace, out.trace_json);
+  write_file_atomically(record.table, out.table_csv);
   logger_.profile_written(record);
 }
 

@@ -161,18 +161,20 @@ requeued=$(DTRAIN="$dtrain" sbatch --parsable --requeue --nodes=1 --ntasks-per-n
   --open-mode=append --output="$work/job-%j.out" deploy/slurm/dtrain.sbatch "${signal_run[@]}" --checkpoint-on-usr1 \
   --log-dir "$work/logs-usr1") || die "sbatch of the SIGUSR1 job failed"
 wait_training "$work/logs-usr1" && scancel --signal=USR1 "$requeued"
-# start_requeued JOB: once JOB is requeued, starts it again at once. Slurm holds a requeued job for about
+# start_requeued JOB: once JOB is requeued, starts it again soon. Slurm holds a requeued job for about
 # two minutes (its begin time); a test need not wait for that, only until slurmd has ended the first
 # run's step processes (a step launched while one of the same id is still ending is refused: "StepId=N.0
-# aborted before step completely launched") and the node is done completing it (once, beside CI's
-# compiles, a requeued job started here failed at once without running its script; this is the likely
-# cause).
+# aborted before step completely launched"), the node is done completing it, and a new second has begun
+# since: slurmd revoked the first run's credential when it was killed, to the second, and refuses a
+# credential of the same job made within that second ("Killing non-startable batch JobId=N: Job
+# credential revoked", seen once in a cold CI run when the restart came 0.9 s after the kill).
 start_requeued() {
   for _ in $(seq 240); do
     if scontrol show job "$1" 2>/dev/null | grep -q "Restarts=1" &&
        scontrol show job "$1" 2>/dev/null | grep -q "JobState=PENDING"; then
       for _ in $(seq 120); do pgrep -f "slurmstepd: \\[$1\\." >/dev/null || break; sleep 0.5; done
       for _ in $(seq 120); do scontrol show node 2>/dev/null | grep -q "State=[A-Z+]*COMPLETING" || break; sleep 0.5; done
+      sleep 2
       scontrol update JobId="$1" StartTime=now
       return 0
     fi

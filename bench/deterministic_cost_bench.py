@@ -7,8 +7,9 @@ style), one backward pass per rank and step, the threads per rank dtrain picks. 
 splits the global batch into --shards micro-batches (shards / ranks backward passes per rank), sums their
 gradients in its fixed tree and exchanges them after backward, on one thread per rank; the GCN, whose
 every pass computes the whole graph, is not split: each rank trains the whole global batch in one pass,
-and --shards does not apply to it. Each run trains two epochs of --steps steps (one step per epoch and
---gcn-epochs epochs for the GCN, which trains on the whole graph in every step); the figure is the second epoch's train_s / steps from the run log (the GCN:
+and --shards does not apply to it (the shards reported are those each run logged). Each run trains two
+epochs of --steps steps (one step per epoch and --gcn-epochs epochs for the GCN, which trains on the
+whole graph in every step); the figure is the second epoch's train_s / steps from the run log (the GCN:
 the median of its later epochs'), so start-up and first-step allocation stay out. Runs alternate
 between the modes, --reps times; the ratio is deterministic / default of the medians (1.3 = 30% slower).
 
@@ -39,16 +40,20 @@ WORKLOADS = {
 
 def step_seconds(log_dir, per_epoch):
     """Seconds per optimizer step: the second epoch's, or with per_epoch the median of the epochs after the
-    first tenth (one step each)."""
+    first tenth (one step each); and the shards the run says it split the global batch into (its run_start
+    record's deterministic.shards; None in the default mode)."""
     runs = glob.glob(os.path.join(log_dir, "*", "events.jsonl"))
     if len(runs) != 1:
         sys.exit(f"deterministic_cost_bench: expected one run log under {log_dir}, found {runs}")
     with open(runs[0]) as f:
-        ends = [r for r in map(json.loads, f) if r.get("event") == "epoch_end"]
+        records = [json.loads(line) for line in f]
+    start = next(r for r in records if r.get("event") == "run_start")
+    shards = start["deterministic"]["shards"] if "deterministic" in start else None
+    ends = [r for r in records if r.get("event") == "epoch_end"]
     if per_epoch:
         later = ends[max(1, len(ends) // 10):]
-        return statistics.median(e["train_s"] / e["steps"] for e in later)
-    return ends[1]["train_s"] / ends[1]["steps"]
+        return statistics.median(e["train_s"] / e["steps"] for e in later), shards
+    return ends[1]["train_s"] / ends[1]["steps"], shards
 
 
 def run(args, workload, ranks, deterministic, root, tag):
@@ -84,16 +89,22 @@ def main():
         for workload in args.workloads.split(","):
             for ranks in map(int, args.ranks.split(",")):
                 times = {False: [], True: []}
+                used_shards = set()  # as the deterministic runs logged them (the GCN's global batch: 1)
                 for rep in range(args.reps):
                     for deterministic in (False, True):
                         tag = f"{workload}-{ranks}-{int(deterministic)}-{rep}"
-                        times[deterministic].append(run(args, workload, ranks, deterministic, root, tag))
+                        seconds, shards = run(args, workload, ranks, deterministic, root, tag)
+                        times[deterministic].append(seconds)
+                        if deterministic:
+                            used_shards.add(shards)
+                if len(used_shards) != 1:
+                    sys.exit(f"deterministic_cost_bench: {workload} at {ranks} ranks logged shards {used_shards}")
+                shards = used_shards.pop()
                 default, exact = statistics.median(times[False]), statistics.median(times[True])
-                shards = 1 if workload == "gcn" else args.shards  # the GCN's global batch is one shard
                 rows.append({"workload": workload, "ranks": ranks, "global_batch": WORKLOADS[workload][1],
                              "shards": shards, "default_step_s": default, "deterministic_step_s": exact,
                              "ratio": exact / default, "default_runs_s": times[False], "deterministic_runs_s": times[True]})
-                print(f"{workload:9s} {ranks} ranks, global batch {WORKLOADS[workload][1]}, {shards} shards: "
+                print(f"{workload:9s} {ranks} ranks, global batch {WORKLOADS[workload][1]}, {shards} shard{'' if shards == 1 else 's'}: "
                       f"default {default * 1e3:8.1f} ms/step, deterministic {exact * 1e3:8.1f} ms/step, "
                       f"ratio {exact / default:.2f}", flush=True)
     result = {"machine": platform.node(), "cpus": os.cpu_count(), "reps": args.reps, "rows": rows}

@@ -1,6 +1,9 @@
 #include "runtime/train/checkpoint.h"
 
 #include <ATen/ATen.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -97,12 +100,35 @@ struct Choice {
   std::unique_ptr<DecodedCheckpoint> decoded;  // rank 0's parse of the chosen file
 };
 
+// The most bytes a checkpoint of `modules` can take: every parameter with up to three optimizer state
+// tensors of its shape (Adam with amsgrad keeps three), every buffer, and for each tensor's records and
+// the metadata a generous allowance. A file named like a checkpoint that is larger is not one of this
+// run's, and is refused before it is read (a 3 GB sparse file once took 31 s and 4.6 GB to pass over).
+uint64_t checkpoint_size_bound(const std::vector<TrainedModule>& modules) {
+  constexpr uint64_t kPerTensorBytes = 16 << 10;  // zip headers, 64-byte alignment, pickle entries
+  constexpr uint64_t kFixedBytes = 64 << 20;      // metadata, RNG states, labels, code records
+  uint64_t bound = kFixedBytes;
+  for (const TrainedModule& m : modules) {
+    for (const at::Tensor& p : m.module->parameters()) bound += 4 * (static_cast<uint64_t>(p.nbytes()) + kPerTensorBytes);
+    for (const at::Tensor& b : m.module->buffers()) bound += static_cast<uint64_t>(b.nbytes()) + kPerTensorBytes;
+  }
+  return bound;
+}
+
 Choice choose(const CheckpointOptions& options, const std::string& memory_root, const std::string& workload,
-              const std::string& optimizer_name, const std::string& labels, c10::Device device) {
+              const std::string& optimizer_name, const std::string& labels, c10::Device device, uint64_t max_bytes) {
   Choice choice;
   std::error_code ec;
   if (fs::exists(options.dir, ec) && !fs::is_directory(options.dir, ec)) {
     throw DataError("checkpoint.dir '" + options.dir + "' is not a directory");
+  }
+  std::optional<Directory> disk;
+  if (fs::is_directory(options.dir, ec)) {
+    try {
+      disk = Directory::open(options.dir, false);
+    } catch (const IoError& e) {
+      throw DataError(e.message());
+    }
   }
   // The disk's checkpoints and this node's copy in memory, newest first; the copy first where they are
   // the same position (it is read without touching the disk). A copy that cannot be opened safely is
@@ -112,7 +138,9 @@ Choice choose(const CheckpointOptions& options, const std::string& memory_root, 
     bool memory;
   };
   std::vector<Candidate> candidates;
-  for (const CheckpointFile& file : list_checkpoints(options.dir)) candidates.push_back({file, false});
+  if (disk) {
+    for (const CheckpointFile& file : list_checkpoints(options.dir)) candidates.push_back({file, false});
+  }
   std::string memory_problem;
   const std::unique_ptr<MemoryCopy> memory = MemoryCopy::open(memory_root, options.dir, /*create=*/false, memory_problem);
   if (memory) {
@@ -125,7 +153,8 @@ Choice choose(const CheckpointOptions& options, const std::string& memory_root, 
   for (const Candidate& candidate : candidates) {
     const std::string& path = candidate.file.path;
     try {
-      std::string bytes = candidate.memory ? memory->read(fs::path(path).filename().string()) : read_file(path);
+      const std::string name = fs::path(path).filename().string();
+      std::string bytes = candidate.memory ? memory->read(name, max_bytes) : read_checkpoint_file(*disk, name, max_bytes);
       DecodedCheckpoint decoded = decode_checkpoint(path, bytes, device);
       // A copy in memory that is not this run's state is passed over like a damaged file; a file on disk
       // of another workload or data means the wrong checkpoint.dir (restore's check).
@@ -294,20 +323,27 @@ std::string Checkpointer::persist(CheckpointSnapshot snapshot) {
     }
   }
 
-  std::error_code ec;
-  fs::create_directories(options_.dir, ec);
-  if (ec) throw IoError("cannot create checkpoint directory '" + options_.dir + "': " + ec.message());
-  write_file_atomically(snapshot.path_, bytes);
+  // The directory opened once for the write: its temporary, the rename and the pruning below all go
+  // through this descriptor.
+  const Directory dir = Directory::open(options_.dir, true);
+  write_file_atomically(dir, name, bytes);
 
   if (options_.keep > 0) {
     // Only earlier positions are candidates, so the file just written always survives, and checkpoints
-    // of a later one (another run's, in a shared directory) are not this run's to delete.
+    // of a later one (another run's, in a shared directory) are not this run's to delete; nor is a file
+    // of another user's.
     std::vector<std::string> older;
     for (const CheckpointFile& file : list_checkpoints(options_.dir)) {
-      if (file.position < position) older.push_back(file.path);
+      if (file.position < position) older.push_back(fs::path(file.path).filename().string());
     }
     const size_t keep_older = static_cast<size_t>(options_.keep - 1);
-    for (size_t i = 0; i + keep_older < older.size(); ++i) fs::remove(older[i], ec);
+    for (size_t i = 0; i + keep_older < older.size(); ++i) {
+      struct stat st {};
+      if (::fstatat(dir.fd(), older[i].c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+          st.st_uid == ::geteuid()) {
+        ::unlinkat(dir.fd(), older[i].c_str(), 0);
+      }
+    }
   }
   return snapshot.path_;
 }
@@ -336,7 +372,7 @@ Restored Checkpointer::restore(std::vector<TrainedModule>& modules, const std::s
   Choice choice;
   if (comm_.is_root()) {
     try {
-      choice = choose(options_, memory_root_, workload, optimizer_name, labels, device);
+      choice = choose(options_, memory_root_, workload, optimizer_name, labels, device, checkpoint_size_bound(modules));
     } catch (const DataError& e) {
       choice.status = Choice::Status::kUnusable;
       choice.bytes = e.what();

@@ -1,14 +1,18 @@
 #include "runtime/train/checkpoint_files.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
+#include "runtime/train/zip_integrity.h"
 #include "runtime/util/error.h"
 #include "runtime/util/file_io.h"
 
@@ -20,6 +24,9 @@ constexpr const char* kPrefix = "checkpoint-epoch-";
 constexpr const char* kStep = "-step-";
 constexpr const char* kSuffix = ".pt";
 constexpr const char* kPartialSuffix = ".pt.tmp";
+constexpr const char* kProgressFile = "progress";
+// "dtrain-progress 1" and three numbers: far less than this.
+constexpr size_t kProgressFileMaxBytes = 256;
 
 // A decimal number filling [first, last), or nullopt; throws DataError when it overflows.
 std::optional<int64_t> name_number(const char* first, const char* last, const std::string& where, const char* what) {
@@ -71,14 +78,17 @@ std::optional<CheckpointPosition> checkpoint_position(const std::string& name, c
   return CheckpointPosition{*epoch, *steps};
 }
 
-bool is_partial_checkpoint(const std::string& name) { return name.rfind(kPrefix, 0) == 0 && has_suffix(name, kPartialSuffix); }
+bool is_partial_checkpoint(const std::string& name) {
+  return name.rfind(kPrefix, 0) == 0 && (has_suffix(name, kPartialSuffix) || is_temporary_of(name));
+}
 
 std::vector<CheckpointFile> list_checkpoints(const std::string& dir) {
   std::vector<CheckpointFile> found;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return found;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (!entry.is_regular_file(ec)) continue;
+    // The entry itself, not what a link names: a link is never a checkpoint.
+    if (!entry.is_regular_file(ec) || entry.is_symlink(ec)) continue;
     const std::string path = entry.path().string();
     if (const std::optional<CheckpointPosition> position = checkpoint_position(entry.path().filename().string(), path)) {
       found.push_back({*position, path});
@@ -96,13 +106,71 @@ std::optional<std::string> latest_checkpoint(const std::string& dir) {
   return found.back().path;
 }
 
+std::vector<std::string> checkpoint_name_clashes(const std::string& dir) {
+  std::vector<std::string> clashes;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    std::optional<CheckpointPosition> position;
+    try {
+      position = checkpoint_position(name, entry.path().string());
+    } catch (const DataError&) {
+    }
+    if (!position && !is_partial_checkpoint(name)) continue;
+    struct stat st {};
+    if (::lstat(entry.path().c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+      clashes.push_back("'" + entry.path().string() + "' (" + file_kind(st.st_mode) + ")");
+    }
+  }
+  std::sort(clashes.begin(), clashes.end());
+  return clashes;
+}
+
+std::string read_checkpoint_file(const Directory& dir, const std::string& name, uint64_t max_bytes) {
+  const std::string shown = dir.shown(name);
+  const int fd = ::openat(dir.fd(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    const int code = errno;
+    if (code == ELOOP) throw DataError("it is a symbolic link, which dtrain does not follow");
+    throw IoError("cannot open '" + shown + "': " + errno_text(code));
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw IoError("cannot inspect '" + shown + "': " + errno_text(errno));
+  if (!S_ISREG(st.st_mode)) throw DataError("it is " + file_kind(st.st_mode) + ", not a regular file");
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size > max_bytes) {
+    throw DataError("it holds " + std::to_string(size) + " bytes, more than the " + std::to_string(max_bytes) +
+                    " that this run's model and optimizer state can take in a checkpoint");
+  }
+  // The end first: a file that is not an archive (a sparse file of zeros, another format) is refused
+  // after reading 64 KiB of it, not all of it.
+  std::string tail(static_cast<size_t>(std::min<uint64_t>(size, kZipTailBytes)), '\0');
+  size_t got = 0;
+  while (got < tail.size()) {
+    const ssize_t n = ::pread(fd, tail.data() + got, tail.size() - got, static_cast<off_t>(size - tail.size() + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw IoError("cannot read '" + shown + "': " + errno_text(errno));
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  const std::string problem = got == tail.size() ? zip_end_problem(tail, size) : "it was cut short while it was read";
+  if (!problem.empty()) throw DataError(problem);
+  return read_fd(fd, shown, static_cast<size_t>(max_bytes));
+}
+
 int remove_partial_checkpoints(const std::string& dir) {
   int removed = 0;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     if (!is_partial_checkpoint(entry.path().filename().string())) continue;
-    std::error_code remove_ec;
-    if (fs::remove(entry.path(), remove_ec)) ++removed;
+    // Only what this user wrote: in a directory shared with others, their files are theirs.
+    struct stat st {};
+    if (::lstat(entry.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) continue;
+    if (::unlink(entry.path().c_str()) == 0) ++removed;
   }
   return removed;
 }
@@ -112,17 +180,20 @@ void write_progress_mark(const std::string& dir, const ProgressMark& mark) {
   text.precision(17);
   text << "dtrain-progress 1\n" << mark.epoch << " " << mark.epoch_samples << " " << mark.unix_s << "\n";
   try {
-    std::error_code ec;
-    fs::create_directories(dir, ec);
     // Rewritten at every progress line: replaced atomically, not synced (it costs microseconds, an fsync
     // milliseconds); a power loss can only make it older.
-    write_file_atomically((fs::path(dir) / "progress").string(), text.str(), Durability::kReplaced);
+    write_file_atomically(Directory::open(dir, true), kProgressFile, text.str(), Durability::kReplaced);
   } catch (const IoError&) {
   }
 }
 
 std::optional<ProgressMark> read_progress_mark(const std::string& dir) {
-  std::ifstream in(fs::path(dir) / "progress");
+  std::istringstream in;
+  try {
+    in.str(read_small_file(Directory::open(dir, false), kProgressFile, kProgressFileMaxBytes));
+  } catch (const IoError&) {
+    return std::nullopt;
+  }
   std::string magic;
   int version = 0;
   ProgressMark mark;

@@ -1,7 +1,8 @@
 // Checkpoint files by name: where in training a checkpoint is, the name that says it, and the checkpoints
 // of a directory in training order. checkpoint-epoch-NNNNNN.pt is the end of epoch NNNNNN;
 // checkpoint-epoch-NNNNNN-step-SSSSSSSS.pt is SSSSSSSS optimizer steps into epoch NNNNNN. A write in
-// progress is <name>.tmp until it is renamed.
+// progress is <name>.<12 random hex digits>.tmp until it is renamed. Only regular files count: a link,
+// a FIFO or a directory under such a name is never followed, read or waited on.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "runtime/util/directory.h"
 
 namespace dtrain {
 
@@ -32,7 +35,8 @@ std::string checkpoint_file_name(const CheckpointPosition& position);
 // Throws DataError for a checkpoint name whose numbers are too large for any run (naming `where`).
 std::optional<CheckpointPosition> checkpoint_position(const std::string& name, const std::string& where);
 
-// Whether `name` is a partial checkpoint: a write that never finished (<checkpoint name>.tmp).
+// Whether `name` is a partial checkpoint: a write that never finished (<checkpoint name>.<hex>.tmp, or
+// <checkpoint name>.tmp as dtrain before 0.9 named it).
 bool is_partial_checkpoint(const std::string& name);
 
 struct CheckpointFile {
@@ -40,14 +44,26 @@ struct CheckpointFile {
   std::string path;
 };
 
-// The checkpoints (regular files) in `dir`, oldest position first; none when it is not a directory.
-// Throws DataError as checkpoint_position does.
+// The checkpoints (regular files, links never followed) in `dir`, oldest position first; none when it
+// is not a directory. Throws DataError as checkpoint_position does.
 std::vector<CheckpointFile> list_checkpoints(const std::string& dir);
+
+// The entries of `dir` named like checkpoints (or their temporaries) that are not regular files, each as
+// "'<path>' (a directory)": a run passes them over, and one that is a directory would make the write of
+// its position fail.
+std::vector<std::string> checkpoint_name_clashes(const std::string& dir);
+
+// The bytes of checkpoint `name` in `dir`, read only when it is a regular file (no link followed, no FIFO
+// waited on) of at most `max_bytes` whose last bytes end a zip archive: a file that is none of these is
+// refused from its size and its last 64 KiB, before it is read whole. Throws IoError (it cannot be opened
+// or read) or DataError (what is wrong with it).
+std::string read_checkpoint_file(const Directory& dir, const std::string& name, uint64_t max_bytes);
 
 // The path of the newest checkpoint in `dir`, if any.
 std::optional<std::string> latest_checkpoint(const std::string& dir);
 
-// Removes the partial checkpoints from `dir`, which this process has locked. Returns how many.
+// Removes the partial checkpoints of this user (regular files; no link is followed or removed) from
+// `dir`, which this process has locked. Returns how many.
 int remove_partial_checkpoints(const std::string& dir);
 
 // Where training last was, written by rank 0 beside the checkpoints (<dir>/progress) at each progress
@@ -61,7 +77,8 @@ struct ProgressMark {
 // Replaces <dir>/progress with `mark`. Best effort: a mark that cannot be written is skipped (the next
 // checkpoint reports a full disk).
 void write_progress_mark(const std::string& dir, const ProgressMark& mark);
-// The mark in `dir`, if there is a readable one within any run's range.
+// The mark in `dir`, if there is a readable one within any run's range (a regular file of at most 256
+// bytes; a link, a FIFO or a larger file is not read).
 std::optional<ProgressMark> read_progress_mark(const std::string& dir);
 
 }  // namespace dtrain

@@ -25,32 +25,14 @@ namespace {
 
 constexpr const char* kRunIdFile = "run_id";
 constexpr const char* kOwnerFile = "owner";
+// The owner file holds a magic line and a path (PATH_MAX is 4096).
+constexpr size_t kOwnerFileMaxBytes = 8192;
+// A run id file holds 32 hex digits and a newline; anything longer was not written by dtrain.
+constexpr size_t kRunIdFileMaxBytes = 64;
 constexpr size_t kRunIdDigits = 32;
 constexpr size_t kPathHashDigits = 16;
 // A sweep holds a copy's lock for as long as it takes to unlink a few files; a run that meets it waits.
 constexpr auto kLockWait = std::chrono::seconds(5);
-
-// A descriptor closed with its holder.
-class OwnedFd final {
- public:
-  explicit OwnedFd(int fd = -1) : fd_(fd) {}
-  ~OwnedFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  OwnedFd(OwnedFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  OwnedFd& operator=(OwnedFd&& other) noexcept {
-    if (this != &other) {
-      if (fd_ >= 0) ::close(fd_);
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
 
 bool is_hex(const std::string& text, size_t digits) {
   return text.size() == digits &&
@@ -60,43 +42,45 @@ bool is_hex(const std::string& text, size_t digits) {
 std::string user_dir_name() { return "dtrain-" + std::to_string(::geteuid()); }
 
 // Opens `name` in `parent_fd` as a directory only if it is a real directory (no link followed) owned by
-// this user with mode 0700; with `create`, makes it so where it is missing. -1 with `problem` set when it
-// exists otherwise or cannot be made; -1 with `problem` empty when it is merely absent.
-int open_private_dir(int parent_fd, const std::string& name, const std::string& shown, bool create, std::string& problem) {
+// this user with mode 0700; with `create`, makes it so where it is missing. nullopt with `problem` set
+// when it exists otherwise or cannot be made; nullopt with `problem` empty when it is merely absent.
+std::optional<Directory> open_private_dir(int parent_fd, const std::string& name, const std::string& shown, bool create,
+                                          std::string& problem) {
   problem.clear();
   bool created = false;
   if (create) {
     created = ::mkdirat(parent_fd, name.c_str(), 0700) == 0;
     if (!created && errno != EEXIST) {
       problem = "cannot create '" + shown + "': " + errno_text(errno);
-      return -1;
+      return std::nullopt;
     }
   }
-  OwnedFd fd(::openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (fd.get() < 0) {
+  const int opened = ::openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (opened < 0) {
     const int code = errno;
-    if (code == ENOENT) return -1;
+    if (code == ENOENT) return std::nullopt;
     problem = code == ELOOP || code == ENOTDIR
                   ? "'" + shown + "' is a symbolic link or not a directory, which dtrain does not follow"
                   : "cannot open '" + shown + "': " + errno_text(code);
-    return -1;
+    return std::nullopt;
   }
+  Directory dir = Directory::adopt(opened, shown);
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) {
+  if (::fstat(dir.fd(), &st) != 0) {
     problem = "cannot inspect '" + shown + "': " + errno_text(errno);
-    return -1;
+    return std::nullopt;
   }
   // A umask can only take bits away from 0700; where it did, the directory made here gets them back.
-  if (created && (st.st_mode & 07777) != 0700 && ::fchmod(fd.get(), 0700) == 0) st.st_mode = (st.st_mode & ~07777) | 0700;
+  if (created && (st.st_mode & 07777) != 0700 && ::fchmod(dir.fd(), 0700) == 0) st.st_mode = (st.st_mode & ~07777) | 0700;
   if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 07777) != 0700) {
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
     problem = "'" + shown + "' is not a private directory of this user (owner uid " + std::to_string(st.st_uid) +
               ", mode " + mode + "; expected uid " + std::to_string(::geteuid()) +
               ", mode 0700): another user may have made it, so dtrain does not use it";
-    return -1;
+    return std::nullopt;
   }
-  return fd.release();
+  return dir;
 }
 
 // The names in the directory open as `dir_fd` (its descriptor stays open and positioned as it was).
@@ -127,18 +111,14 @@ int64_t own_file_size(int dir_fd, const std::string& name) {
   return static_cast<int64_t>(st.st_size);
 }
 
-// The content of a small regular file of this user in `dir_fd`, or "" (missing, a link, another's).
-std::string read_own_small_file(int dir_fd, const std::string& name) {
-  OwnedFd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  struct stat st {};
-  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() || st.st_size > 65536) {
+// The content of a small regular file of this user in `dir`, or "" (missing, a link, another's, too big).
+std::string read_own_small_file(const Directory& dir, const std::string& name) {
+  if (own_file_size(dir.fd(), name) < 0) return "";
+  try {
+    return read_small_file(dir, name, kOwnerFileMaxBytes);
+  } catch (const IoError&) {
     return "";
   }
-  std::string text(static_cast<size_t>(st.st_size), '\0');
-  const ssize_t n = ::read(fd.get(), text.data(), text.size());
-  if (n < 0) return "";
-  text.resize(static_cast<size_t>(n));
-  return text;
 }
 
 // Removes the files of the run directory `name` in `user_fd`, then the directory. Adds what it freed.
@@ -206,9 +186,12 @@ std::string memory_root(const std::string& memory_dir) {
 std::string checkpoint_run_id(const std::string& dir) {
   std::string text;
   try {
-    text = read_file((fs::path(dir) / kRunIdFile).string());
+    text = read_small_file(Directory::open(dir, false), kRunIdFile, kRunIdFileMaxBytes);
   } catch (const IoError&) {
-    return "";
+    // Missing (or the directory is): no run id. Anything else that is there is not dtrain's to take.
+    struct stat st {};
+    if (::lstat((fs::path(dir) / kRunIdFile).c_str(), &st) != 0 && errno == ENOENT) return "";
+    throw;
   }
   if (!text.empty() && text.back() == '\n') text.pop_back();
   return is_hex(text, kRunIdDigits) ? text : "";
@@ -222,7 +205,8 @@ std::string new_checkpoint_run_id(const std::string& dir) {
     std::snprintf(digits, sizeof digits, "%08x", static_cast<unsigned>(random()));
     id += digits;
   }
-  write_file_atomically((fs::path(dir) / kRunIdFile).string(), id + "\n");
+  // Replaced by a rename: whatever was there under the name (a link, a FIFO) is not written through.
+  write_file_atomically(Directory::open(dir, false), kRunIdFile, id + "\n");
   return id;
 }
 
@@ -230,15 +214,16 @@ std::unique_ptr<MemoryCopy> MemoryCopy::open(const std::string& root, const std:
                                              std::string& problem) {
   problem.clear();
   if (root.empty() || checkpoint_dir.empty()) return nullptr;
-  std::string run_id = checkpoint_run_id(checkpoint_dir);
-  if (run_id.empty()) {
-    if (!create) return nullptr;
-    try {
+  std::string run_id;
+  try {
+    run_id = checkpoint_run_id(checkpoint_dir);
+    if (run_id.empty()) {
+      if (!create) return nullptr;
       run_id = new_checkpoint_run_id(checkpoint_dir);
-    } catch (const IoError& e) {
-      problem = e.what();
-      return nullptr;
     }
+  } catch (const IoError& e) {
+    problem = e.message();
+    return nullptr;
   }
   const std::string user_path = (fs::path(root) / user_dir_name()).string();
   const std::string canonical = canonical_dir(checkpoint_dir);
@@ -251,12 +236,12 @@ std::unique_ptr<MemoryCopy> MemoryCopy::open(const std::string& root, const std:
   }
   // A sweep may remove the directory between this open and the lock: then it is opened (made) again.
   for (int attempt = 0; attempt < 3; ++attempt) {
-    const OwnedFd user(open_private_dir(AT_FDCWD, user_path, user_path, create, problem));
-    if (user.get() < 0) return nullptr;
-    OwnedFd dir(open_private_dir(user.get(), name, path, create, problem));
-    if (dir.get() < 0) return nullptr;
+    const std::optional<Directory> user = open_private_dir(AT_FDCWD, user_path, user_path, create, problem);
+    if (!user) return nullptr;
+    std::optional<Directory> dir = open_private_dir(user->fd(), name, path, create, problem);
+    if (!dir) return nullptr;
     const auto deadline = std::chrono::steady_clock::now() + kLockWait;
-    while (::flock(dir.get(), LOCK_SH | LOCK_NB) != 0) {
+    while (::flock(dir->fd(), LOCK_SH | LOCK_NB) != 0) {
       if (errno != EWOULDBLOCK && errno != EINTR) {
         problem = "cannot lock '" + path + "': " + errno_text(errno);
         return nullptr;
@@ -268,35 +253,35 @@ std::unique_ptr<MemoryCopy> MemoryCopy::open(const std::string& root, const std:
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     struct stat st {};
-    if (::fstat(dir.get(), &st) != 0 || st.st_nlink == 0) continue;  // removed before the lock was taken
+    if (::fstat(dir->fd(), &st) != 0 || st.st_nlink == 0) continue;  // removed before the lock was taken
     const std::string owner = owner_text(canonical);
-    if (read_own_small_file(dir.get(), kOwnerFile) != owner) {
+    if (read_own_small_file(*dir, kOwnerFile) != owner) {
       if (!create) return nullptr;  // not (yet) a copy of this directory's run
       try {
-        write_private_file_at(dir.get(), kOwnerFile, owner, path + "/" + kOwnerFile);
+        write_file_atomically(*dir, kOwnerFile, owner, Durability::kReplaced, 0600);
       } catch (const IoError& e) {
         problem = e.what();
         return nullptr;
       }
     }
-    return std::unique_ptr<MemoryCopy>(new MemoryCopy(dir.release(), path));
+    return std::unique_ptr<MemoryCopy>(new MemoryCopy(std::move(*dir)));
   }
   problem = "'" + path + "' was removed while it was opened, three times";
   return nullptr;
 }
 
-MemoryCopy::~MemoryCopy() { ::close(dir_fd_); }
+MemoryCopy::~MemoryCopy() = default;
 
 std::vector<CheckpointFile> MemoryCopy::list() const {
   std::vector<CheckpointFile> found;
-  for (const std::string& name : entries_of(dir_fd_)) {
+  for (const std::string& name : entries_of(dir_.fd())) {
     std::optional<CheckpointPosition> position;
     try {
-      position = checkpoint_position(name, path_ + "/" + name);
+      position = checkpoint_position(name, dir_.shown(name));
     } catch (const DataError&) {
       continue;  // a name whose numbers no run reaches: not a file dtrain wrote
     }
-    if (position && own_file_size(dir_fd_, name) >= 0) found.push_back({*position, path_ + "/" + name});
+    if (position && own_file_size(dir_.fd(), name) >= 0) found.push_back({*position, dir_.shown(name)});
   }
   std::sort(found.begin(), found.end(), [](const CheckpointFile& a, const CheckpointFile& b) {
     return a.position != b.position ? a.position < b.position : a.path < b.path;
@@ -304,33 +289,28 @@ std::vector<CheckpointFile> MemoryCopy::list() const {
   return found;
 }
 
-std::string MemoryCopy::read(const std::string& name) const {
-  const std::string shown = path_ + "/" + name;
-  OwnedFd fd(::openat(dir_fd_, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (fd.get() < 0) throw IoError("cannot open '" + shown + "': " + errno_text(errno));
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
-    throw IoError("'" + shown + "' is not a file of this user");
-  }
-  return read_fd(fd.get(), shown);
+std::string MemoryCopy::read(const std::string& name, uint64_t max_bytes) const {
+  if (own_file_size(dir_.fd(), name) < 0) throw IoError("'" + dir_.shown(name) + "' is not a file of this user");
+  return read_checkpoint_file(dir_, name, max_bytes);
 }
 
 void MemoryCopy::replace(const std::string& name, const std::string& bytes) {
-  write_private_file_at(dir_fd_, name, bytes, path_ + "/" + name);
+  write_file_atomically(dir_, name, bytes, Durability::kReplaced, 0600);
   for (const CheckpointFile& file : list()) {
     const std::string other = fs::path(file.path).filename().string();
-    if (other != name) ::unlinkat(dir_fd_, other.c_str(), 0);
+    if (other != name) ::unlinkat(dir_.fd(), other.c_str(), 0);
   }
 }
 
 void MemoryCopy::remove() {
-  for (const std::string& file : entries_of(dir_fd_)) {
-    if (own_file_size(dir_fd_, file) >= 0) ::unlinkat(dir_fd_, file.c_str(), 0);
+  for (const std::string& file : entries_of(dir_.fd())) {
+    if (own_file_size(dir_.fd(), file) >= 0) ::unlinkat(dir_.fd(), file.c_str(), 0);
   }
-  const fs::path path(path_);
+  const fs::path path(dir_.path());
   std::string problem;
-  const OwnedFd user(open_private_dir(AT_FDCWD, path.parent_path().string(), path.parent_path().string(), false, problem));
-  if (user.get() >= 0) ::unlinkat(user.get(), path.filename().c_str(), AT_REMOVEDIR);
+  const std::optional<Directory> user =
+      open_private_dir(AT_FDCWD, path.parent_path().string(), path.parent_path().string(), false, problem);
+  if (user) ::unlinkat(user->fd(), path.filename().c_str(), AT_REMOVEDIR);
 }
 
 std::string retire_memory_copy(const std::string& root, const std::string& checkpoint_dir) {
@@ -355,23 +335,29 @@ MemorySweep sweep_memory_copies(const std::string& root, SweepScope scope) {
   MemorySweep sweep;
   if (root.empty()) return sweep;
   const std::string user_path = (fs::path(root) / user_dir_name()).string();
-  const OwnedFd user(open_private_dir(AT_FDCWD, user_path, user_path, false, sweep.problem));
-  if (user.get() < 0) return sweep;
-  for (const std::string& name : entries_of(user.get())) {
+  const std::optional<Directory> user = open_private_dir(AT_FDCWD, user_path, user_path, false, sweep.problem);
+  if (!user) return sweep;
+  for (const std::string& name : entries_of(user->fd())) {
     const std::string run_id = run_id_of_name(name);
     if (run_id.empty()) continue;  // not a run directory of dtrain's
     std::string problem;
-    const OwnedFd dir(open_private_dir(user.get(), name, user_path + "/" + name, false, problem));
-    if (dir.get() < 0) continue;
-    if (::flock(dir.get(), LOCK_EX | LOCK_NB) != 0) continue;  // a live run holds it
-    const std::string checkpoint_dir = owner_dir(read_own_small_file(dir.get(), kOwnerFile));
+    const std::optional<Directory> dir = open_private_dir(user->fd(), name, user_path + "/" + name, false, problem);
+    if (!dir) continue;
+    if (::flock(dir->fd(), LOCK_EX | LOCK_NB) != 0) continue;  // a live run holds it
+    const std::string checkpoint_dir = owner_dir(read_own_small_file(*dir, kOwnerFile));
     // Gone for good only when the checkpoint directory is missing or holds another run: a directory that
     // cannot be read now (a network filesystem's hiccup) keeps its copy.
     std::error_code ec;
     const bool exists = !checkpoint_dir.empty() && fs::exists(checkpoint_dir, ec);
     const bool missing = checkpoint_dir.empty() || (!exists && !ec);
-    if (missing || (exists && checkpoint_run_id(checkpoint_dir) != run_id)) {
-      remove_run_dir(user.get(), name, dir.get(), sweep);
+    // A run id that is not one dtrain wrote (a link, a FIFO, a huge file) is not this copy's run either.
+    std::string disk_run_id;
+    try {
+      if (exists) disk_run_id = checkpoint_run_id(checkpoint_dir);
+    } catch (const IoError&) {
+    }
+    if (missing || (exists && disk_run_id != run_id)) {
+      remove_run_dir(user->fd(), name, dir->fd(), sweep);
       continue;
     }
     std::optional<CheckpointPosition> disk_newest;
@@ -381,7 +367,7 @@ MemorySweep sweep_memory_copies(const std::string& root, SweepScope scope) {
     } catch (const DataError&) {
     }
     int kept = 0;
-    for (const std::string& file : entries_of(dir.get())) {
+    for (const std::string& file : entries_of(dir->fd())) {
       std::optional<CheckpointPosition> position;
       try {
         position = checkpoint_position(file, file);
@@ -390,8 +376,8 @@ MemorySweep sweep_memory_copies(const std::string& root, SweepScope scope) {
       // kUnneeded also takes what the disk holds as well (the same position).
       const bool on_disk = position && disk_newest &&
                            (*position < *disk_newest || (scope == SweepScope::kUnneeded && *position == *disk_newest));
-      const int64_t size = own_file_size(dir.get(), file);
-      if ((is_partial_checkpoint(file) || on_disk) && size >= 0 && ::unlinkat(dir.get(), file.c_str(), 0) == 0) {
+      const int64_t size = own_file_size(dir->fd(), file);
+      if ((is_partial_checkpoint(file) || on_disk) && size >= 0 && ::unlinkat(dir->fd(), file.c_str(), 0) == 0) {
         ++sweep.files_removed;
         sweep.bytes_freed += static_cast<uint64_t>(size);
       } else if (position) {
@@ -399,7 +385,7 @@ MemorySweep sweep_memory_copies(const std::string& root, SweepScope scope) {
         if (scope == SweepScope::kUnneeded) sweep.kept_ahead.push_back(user_path + "/" + name + "/" + file);
       }
     }
-    if (kept == 0) remove_run_dir(user.get(), name, dir.get(), sweep);
+    if (kept == 0) remove_run_dir(user->fd(), name, dir->fd(), sweep);
   }
   return sweep;
 }

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "runtime/train/checkpoint_files.h"
+#include "runtime/util/directory.h"
 
 namespace dtrain {
 
@@ -34,7 +35,9 @@ namespace dtrain {
 // session), else /dev/shm where it exists, else ""; any other value as it is.
 std::string memory_root(const std::string& memory_dir);
 
-// The run id in <dir>/run_id, "" when there is none that reads as one.
+// The run id in <dir>/run_id, "" when there is none or the file does not read as one. Throws IoError when
+// the file is there but is not one dtrain wrote: a link, a FIFO or device, or more than 64 bytes (it is
+// never followed, waited on or read whole).
 std::string checkpoint_run_id(const std::string& dir);
 // Rank 0, holding the directory's lock: writes a new random run id into <dir>/run_id (a run that starts
 // afresh there, or the first of a directory without one) and returns it. Throws IoError.
@@ -52,11 +55,12 @@ class MemoryCopy final {
   MemoryCopy(const MemoryCopy&) = delete;
   MemoryCopy& operator=(const MemoryCopy&) = delete;
 
-  const std::string& path() const { return path_; }  // for messages
+  const std::string& path() const { return dir_.path(); }  // for messages
   // Its checkpoints, oldest position first; each path is <path()>/<name>.
   std::vector<CheckpointFile> list() const;
-  // A file of it, by name. Throws IoError (a missing file, a link, another owner's).
-  std::string read(const std::string& name) const;
+  // A checkpoint of it, by name, read as read_checkpoint_file() reads one (at most `max_bytes`). Throws
+  // IoError (a missing file, a link, another owner's) or DataError (its size or end).
+  std::string read(const std::string& name, uint64_t max_bytes) const;
   // Writes `bytes` as `name` and then removes every other checkpoint of it. Throws IoError (leaving the
   // older checkpoint where the write failed).
   void replace(const std::string& name, const std::string& bytes);
@@ -64,9 +68,8 @@ class MemoryCopy final {
   void remove();
 
  private:
-  MemoryCopy(int dir_fd, std::string path) : dir_fd_(dir_fd), path_(std::move(path)) {}
-  int dir_fd_;
-  std::string path_;
+  explicit MemoryCopy(Directory dir) : dir_(std::move(dir)) {}
+  Directory dir_;
 };
 
 // What to do with a run's copy after a failure that no agent restarts (rank 0): removed when the disk

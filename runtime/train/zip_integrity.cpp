@@ -68,21 +68,23 @@ std::optional<std::string> inflate_record(std::string_view packed, uint64_t unpa
   return out;
 }
 
+// Where the end of central directory record of `bytes` begins, if it has one: in its last 22 bytes, or
+// further back by the length of a comment that ends the file.
+std::optional<uint64_t> end_record(std::string_view bytes) {
+  const Reader in{bytes};
+  if (bytes.size() < kEndSize) return std::nullopt;
+  const uint64_t last = bytes.size() - kEndSize;
+  const uint64_t first = last > kMaxComment ? last - kMaxComment : 0;
+  for (uint64_t at = last + 1; at-- > first;) {
+    if (in.read(at, 4) == kEndOfDirectory && *in.read(at + 20, 2) == bytes.size() - at - kEndSize) return at;
+  }
+  return std::nullopt;
+}
+
 std::string check_zip(std::string_view bytes, bool check_crcs, std::vector<ZipRecord>* records) {
   if (bytes.empty()) return "it is empty";
   const Reader in{bytes};
-  // The end of central directory record: the last 22 bytes, or further back by a comment.
-  std::optional<uint64_t> end;
-  if (bytes.size() >= kEndSize) {
-    const uint64_t last = bytes.size() - kEndSize;
-    const uint64_t first = last > kMaxComment ? last - kMaxComment : 0;
-    for (uint64_t at = last + 1; at-- > first;) {
-      if (in.read(at, 4) == kEndOfDirectory && *in.read(at + 20, 2) == bytes.size() - at - kEndSize) {
-        end = at;
-        break;
-      }
-    }
-  }
+  const std::optional<uint64_t> end = end_record(bytes);
   if (!end) return "it has no end of central directory (truncated, or not a zip archive)";
   uint64_t entries = *in.read(*end + 10, 2);
   uint64_t directory_size = *in.read(*end + 12, 4);
@@ -165,6 +167,31 @@ std::string check_zip(std::string_view bytes, bool check_crcs, std::vector<ZipRe
 }
 
 }  // namespace
+
+std::string zip_end_problem(std::string_view tail, uint64_t file_size) {
+  if (file_size == 0) return "it is empty";
+  if (tail.size() > file_size) return "it is shorter than its own end";
+  const std::optional<uint64_t> end = end_record(tail);
+  if (!end) return "it has no end of central directory (truncated, or not a zip archive)";
+  const Reader in{tail};
+  const uint64_t tail_start = file_size - tail.size();  // where `tail` begins in the file
+  const uint64_t end_at = tail_start + *end;
+  const uint64_t directory_size = *in.read(*end + 12, 4);
+  const uint64_t directory = *in.read(*end + 16, 4);
+  if (directory_size == 0xffffffff || directory == 0xffffffff || *in.read(*end + 10, 2) == 0xffff) {
+    // ZIP64: its locator must sit just before the end record, pointing inside the file.
+    const std::optional<uint64_t> locator = *end >= 20 ? in.read(*end - 20, 4) : std::nullopt;
+    if (locator != kZip64Locator) return "its ZIP64 end of central directory locator is missing";
+    const std::optional<uint64_t> zip64 = in.read(*end - 20 + 8, 8);
+    if (!zip64 || *zip64 >= end_at) return "its ZIP64 end of central directory lies outside it";
+    return "";
+  }
+  if (directory > end_at || directory_size > end_at - directory) {
+    return "its central directory (" + std::to_string(directory_size) + " bytes at " + std::to_string(directory) +
+           ") lies outside its " + std::to_string(file_size) + " bytes (truncated?)";
+  }
+  return "";
+}
 
 std::string zip_damage(std::string_view bytes) { return check_zip(bytes, true, nullptr); }
 

@@ -25,6 +25,16 @@ namespace dtrain {
 // or "record 'archive/data/12' fails its CRC-32 check (stored 8c1f0e2a, computed 0b9d77c1)".
 std::string zip_damage(std::string_view bytes);
 
+// The most bytes at the end of an archive that zip_end_problem() needs: the end of central directory
+// record with the longest comment, and the ZIP64 locator before it.
+constexpr uint64_t kZipTailBytes = 22 + 0xffff + 20;
+
+// "" when `tail`, the last min(file_size, kZipTailBytes) bytes of a file of `file_size` bytes, holds an
+// end of central directory record whose directory lies inside the file; else what is wrong, as
+// zip_damage() says it. For refusing a file that cannot be an archive (a sparse file of zeros, another
+// format) before reading it whole.
+std::string zip_end_problem(std::string_view tail, uint64_t file_size);
+
 // A record of the archive, as its central directory describes it.
 struct ZipRecord {
   std::string name;

@@ -41,6 +41,19 @@ std::string shared_root(const test::TempDir& dir) {
   return root;
 }
 
+// `text` ended as a zip archive with no records is (22 bytes of end record pointing at an empty central
+// directory right after it): what read() takes for an archive's end before returning the bytes.
+std::string archive_like(const std::string& text) {
+  std::string end("PK\x05\x06", 4);
+  end += std::string(8, '\0');                      // disk numbers and entry counts: 0
+  end += std::string(4, '\0');                      // central directory size: 0
+  for (int i = 0; i < 4; ++i) end += static_cast<char>((text.size() >> (8 * i)) & 0xff);  // at the end of `text`
+  end += std::string(2, '\0');                      // no comment
+  return text + end;
+}
+
+constexpr uint64_t kAnySize = uint64_t{1} << 30;
+
 std::string user_dir(const std::string& root) { return root + "/dtrain-" + std::to_string(::geteuid()); }
 
 // A checkpoint directory with a run id, as RunDirectory leaves it.
@@ -88,7 +101,7 @@ TEST_CASE("the copy in memory lives in directories and files only its user can o
   const std::string checkpoints = checkpoint_dir(dir);
   const auto copy = open_copy(root, checkpoints);
   REQUIRE(copy);
-  copy->replace("checkpoint-epoch-000001.pt", "bytes");
+  copy->replace("checkpoint-epoch-000001.pt", archive_like("bytes"));
   CHECK(mode_of(user_dir(root)) == 0700);
   CHECK(mode_of(copy->path()) == 0700);
   CHECK(mode_of(copy->path() + "/checkpoint-epoch-000001.pt") == 0600);
@@ -96,7 +109,8 @@ TEST_CASE("the copy in memory lives in directories and files only its user can o
   // Named after the checkpoint directory and its run id: the run's, and no other's.
   CHECK_THAT(fs::path(copy->path()).filename().string(), Contains("-" + checkpoint_run_id(checkpoints)));
   REQUIRE(copy->list().size() == 1);
-  CHECK(copy->read("checkpoint-epoch-000001.pt") == "bytes");
+  CHECK(copy->read("checkpoint-epoch-000001.pt", kAnySize) == archive_like("bytes"));
+  CHECK_THROWS_WITH(copy->read("checkpoint-epoch-000001.pt", 16), Contains("more than the 16 that this run's model"));
   copy->replace("checkpoint-epoch-000002.pt", "newer");
   REQUIRE(copy->list().size() == 1);  // only the newest is kept
   CHECK(copy->list().front().position == CheckpointPosition{2, kEpochEndSteps});
@@ -142,7 +156,7 @@ TEST_CASE("a per-user directory that is a link, or not private, is not used and 
   }
 }
 
-TEST_CASE("a partial file of a killed write in the copy is replaced, never followed", "[memory]") {
+TEST_CASE("a file planted under a temporary's or a checkpoint's name in the copy is never followed", "[memory]") {
   test::TempDir dir;
   const std::string root = shared_root(dir);
   const auto copy = open_copy(root, checkpoint_dir(dir));
@@ -150,14 +164,17 @@ TEST_CASE("a partial file of a killed write in the copy is replaced, never follo
   const std::string victim = dir.file("victim");
   std::ofstream(victim) << "precious";
   fs::create_symlink(victim, copy->path() + "/checkpoint-epoch-000001.pt.tmp");
-  copy->replace("checkpoint-epoch-000001.pt", "checkpoint");
+  // The checkpoint's own name as a link: replaced by the rename, not written through.
+  fs::create_symlink(victim, copy->path() + "/checkpoint-epoch-000001.pt");
+  copy->replace("checkpoint-epoch-000001.pt", archive_like("checkpoint"));
   CHECK(text_of(victim) == "precious");
-  CHECK(copy->read("checkpoint-epoch-000001.pt") == "checkpoint");
-  CHECK_FALSE(fs::exists(fs::symlink_status(copy->path() + "/checkpoint-epoch-000001.pt.tmp")));
+  CHECK(copy->read("checkpoint-epoch-000001.pt", kAnySize) == archive_like("checkpoint"));
+  CHECK(fs::is_symlink(copy->path() + "/checkpoint-epoch-000001.pt.tmp"));  // not this write's temporary
   // A checkpoint name that is a link is not a checkpoint of the copy.
   fs::create_symlink(victim, copy->path() + "/checkpoint-epoch-000009.pt");
   CHECK(copy->list().size() == 1);
-  CHECK_THROWS_AS(copy->read("checkpoint-epoch-000009.pt"), IoError);
+  CHECK_THROWS_AS(copy->read("checkpoint-epoch-000009.pt", kAnySize), IoError);
+  CHECK(text_of(victim) == "precious");
 }
 
 TEST_CASE("a copy belongs to its run: a run that starts afresh in the same place never sees it", "[memory]") {

@@ -382,12 +382,9 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
   });
   if (failure.failed()) return fail_together(failure);
   TrainConfig run_config = config;  // checkpoint.dir resolved; config.yaml keeps what was asked for
-  std::string run_path;
   failure = agree(wait, [&] {
-    const std::string paths = session_.broadcast(
-        run_dir ? run_dir->path() + '\n' + run_dir->checkpoint_dir() : std::string(), 0, wait, "the run directory");
-    run_path = paths.substr(0, paths.find('\n'));
-    run_config.checkpoint.dir = paths.substr(paths.find('\n') + 1);
+    run_config.checkpoint.dir =
+        session_.broadcast(run_dir ? run_dir->checkpoint_dir() : std::string(), 0, wait, "the checkpoint directory");
   });
   if (failure.failed()) return fail_together(failure);
   // Rank 0's checkpoint copy in memory outlives a failed worker only when an agent will restart it.
@@ -411,7 +408,8 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
   std::unique_ptr<TrainerStatusReporter> trainer_status;  // rank 0, where Kubeflow Trainer asks for progress
 #endif
   failure = agree(wait, [&] {
-    logger_ = std::make_unique<RunLogger>(config.log, session_.is_root(), session_.is_root() ? run_path : "");
+    logger_ = std::make_unique<RunLogger>(config.log, session_.is_root(),
+                                          run_dir ? std::optional<Directory>(run_dir->directory()) : std::nullopt);
     log_sink_.store(logger_.get());
     if (!launcher_note_.empty()) logger_->warning(launcher_note_);
     if (!threads.warning.empty()) logger_->warning(threads.warning);

@@ -134,6 +134,10 @@ struct LogOptions {
   StepRange profile_steps;  // steps profiled with LibTorch's profiler (trace and operations table); none by default
   int64_t profile_rank = 0;  // the rank that profiles them
   bool tensorboard = true;  // TensorBoard event files in the run directory's tensorboard/ (rank 0)
+  // Use a run directory or checkpoint.dir that another user owns, or that others can write without the
+  // sticky bit (a group's project directory), trusting those users not to replace what dtrain writes
+  // there. Without it such a directory is refused (run_directory.h). Links are never followed either way.
+  bool allow_shared_dirs = false;
 };
 
 struct CheckpointOptions {

@@ -521,6 +521,12 @@ std::vector<ConfigField> build_fields() {
                          "write TensorBoard event files of the run's curves and resource samples to tensorboard/ "
                          "in the run directory (tensorboard --logdir <run directory>)",
                          [](TrainConfig& c) -> bool& { return c.log.tensorboard; }));
+  f.push_back(bool_field("log.allow_shared_dirs", "allow-shared-dirs",
+                         "use a run directory or checkpoint.dir that another user owns or that other users can "
+                         "write without the sticky bit (a group's project directory), trusting them not to "
+                         "replace what dtrain writes there (without it such a directory is refused; links named "
+                         "like dtrain's files are never followed either way)",
+                         [](TrainConfig& c) -> bool& { return c.log.allow_shared_dirs; }));
 
   f.push_back(string_field("checkpoint.dir", "checkpoint-dir",
                            "directory for checkpoints, locked while a run uses it (empty = checkpoints/ in the "

@@ -54,6 +54,8 @@ std::string encode_png(const at::Tensor& rgb) {
   return bytes;
 }
 
-void write_png(const std::string& path, const at::Tensor& rgb) { write_file_atomically(path, encode_png(rgb)); }
+void write_png(const Directory& dir, const std::string& name, const at::Tensor& rgb) {
+  write_file_atomically(dir, name, encode_png(rgb));
+}
 
 }  // namespace dtrain

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/util/directory.h"
+
 namespace dtrain {
 
 // Images [N, 3, H, W] with values in [-1, 1] (a tanh output) tiled row by row, `columns` per row, with
@@ -19,7 +21,7 @@ at::Tensor image_grid(const at::Tensor& images, int64_t columns, int64_t padding
 // IoError if libpng cannot encode it.
 std::string encode_png(const at::Tensor& rgb);
 
-// encode_png written to `path` atomically (file_io.h); throws IoError naming the path on failure.
-void write_png(const std::string& path, const at::Tensor& rgb);
+// encode_png written as `name` in `dir` atomically (file_io.h); throws IoError naming the path on failure.
+void write_png(const Directory& dir, const std::string& name, const at::Tensor& rgb);
 
 }  // namespace dtrain

@@ -120,15 +120,20 @@ std::string network_text(const NetworkInfo& network) {
 
 }  // namespace
 
-RunLogger::RunLogger(const LogOptions& options, bool is_root, std::string run_dir, std::ostream& console,
+RunLogger::RunLogger(const LogOptions& options, bool is_root, std::optional<Directory> run_dir, std::ostream& console,
                      std::ostream& progress)
-    : options_(options), is_root_(is_root), run_dir_(std::move(run_dir)), out_(console) {
-  if (!is_root_) {
-    run_dir_.clear();
-    return;
-  }
+    : options_(options), is_root_(is_root), out_(console) {
+  if (!is_root_) return;
+  if (!run_dir) throw Error("RunLogger: rank 0 needs its run directory");
+  directory_ = std::move(run_dir);
+  run_dir_ = directory_->path();
   meter_ = std::make_unique<ProgressMeter>(progress_style(options_.progress), options_.progress_interval_s, progress);
-  events_ = std::make_unique<AppendFile>((std::filesystem::path(run_dir_) / "events.jsonl").string());
+  events_ = std::make_unique<AppendFile>(*directory_, "events.jsonl");
+}
+
+const Directory& RunLogger::run_directory() const {
+  if (!directory_) throw Error("RunLogger::run_directory: only rank 0 has the run directory");
+  return *directory_;
 }
 
 void RunLogger::write_event(const JsonRecord& record) {
@@ -172,7 +177,7 @@ void RunLogger::run_start(const RunInfo& info) {
   for (const std::string& change : info.config_changes) out_ << "  " << change << "\n";
   flush_console();
 
-  write_file_atomically((std::filesystem::path(run_dir_) / "config.yaml").string(), info.config_yaml);
+  write_file_atomically(*directory_, "config.yaml", info.config_yaml);
   JsonRecord record = event("run_start");
   record["dtrain_version"] = info.dtrain_version;
   record["workload"] = info.workload;
@@ -205,8 +210,7 @@ void RunLogger::run_start(const RunInfo& info) {
   record["config"] = info.config_yaml;
   write_event(record);
   if (options_.tensorboard) {
-    tensorboard_ = std::make_unique<TensorBoardWriter>((std::filesystem::path(run_dir_) / "tensorboard").string(),
-                                                       info.train_samples);
+    tensorboard_ = std::make_unique<TensorBoardWriter>(directory_->sub("tensorboard", true), info.train_samples);
   }
 }
 

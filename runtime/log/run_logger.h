@@ -27,11 +27,12 @@ namespace dtrain {
 
 class RunLogger final {
  public:
-  // On rank 0 appends to <run_dir>/events.jsonl (a continued run adds to its log), creating it; throws
-  // IoError if it cannot. Other ranks pass "" and write nothing. Console lines go to `console` (stdout by
-  // default), the live progress to `progress` (stderr by default) in the style log.progress asks for
-  // (auto: a bar where a terminal shows stderr, else lines).
-  RunLogger(const LogOptions& options, bool is_root, std::string run_dir, std::ostream& console = std::cout,
+  // On rank 0 appends to events.jsonl in `run_dir` (a continued run adds to its log), creating it; throws
+  // IoError if it cannot (a link, a FIFO or another user's file under that name included). Other ranks
+  // pass nullopt and write nothing. Console lines go to `console` (stdout by default), the live progress
+  // to `progress` (stderr by default) in the style log.progress asks for (auto: a bar where a terminal
+  // shows stderr, else lines).
+  RunLogger(const LogOptions& options, bool is_root, std::optional<Directory> run_dir, std::ostream& console = std::cout,
             std::ostream& progress = std::cerr);
 
   void run_start(const RunInfo& info);  // also writes config.yaml beside the log
@@ -67,6 +68,9 @@ class RunLogger final {
 
   // Rank 0: the run directory (the run log, the config, samples); "" on other ranks.
   const std::string& run_dir() const { return run_dir_; }
+  // Rank 0: the run directory, open, for what else a run writes there (profiles, samples). Other ranks
+  // have none: calling it there throws Error.
+  const Directory& run_directory() const;
 
   // "dtrain: warning: <message>" on stderr and a `warning` record in the run log.
   void warning(const std::string& message);
@@ -87,6 +91,7 @@ class RunLogger final {
   LogOptions options_;
   bool is_root_;
   std::string run_dir_;
+  std::optional<Directory> directory_;  // rank 0's run directory
   std::unique_ptr<AppendFile> events_;
   std::ostream& out_;
   std::unique_ptr<ProgressMeter> meter_;  // rank 0

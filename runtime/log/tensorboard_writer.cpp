@@ -112,11 +112,8 @@ int64_t first_event_file_s(const std::filesystem::path& dir, int64_t fallback_s)
 
 class TensorBoardWriter::EventFile {
  public:
-  EventFile(const std::filesystem::path& dir, int serial) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) throw IoError("cannot create the TensorBoard directory " + dir.string() + ": " + ec.message());
-    file_ = std::make_unique<AppendFile>((dir / event_file_name(serial)).string());
+  EventFile(const Directory& dir, int serial) {
+    file_ = std::make_unique<AppendFile>(dir, event_file_name(serial));
     tb::Event first;
     first.set_wall_time(unix_now_s());
     first.set_file_version("brain.Event:2");
@@ -142,11 +139,12 @@ class TensorBoardWriter::EventFile {
   std::unique_ptr<AppendFile> file_;
 };
 
-TensorBoardWriter::TensorBoardWriter(std::string dir, int64_t train_samples)
-    : dir_(std::move(dir)),
+TensorBoardWriter::TensorBoardWriter(Directory dir, int64_t train_samples)
+    : directory_(std::move(dir)),
+      dir_(directory_.path()),
       train_samples_(train_samples),
       origin_ms_(1000 * first_event_file_s(dir_, static_cast<int64_t>(unix_now_s()))),
-      main_(std::make_unique<EventFile>(dir_, 0)) {}
+      main_(std::make_unique<EventFile>(directory_, 0)) {}
 
 TensorBoardWriter::~TensorBoardWriter() = default;
 
@@ -183,7 +181,7 @@ void TensorBoardWriter::epoch_end(const EpochStats& s) {
 
 TensorBoardWriter::EventFile& TensorBoardWriter::rank_file(int rank) {
   std::unique_ptr<EventFile>& file = ranks_[rank];
-  if (!file) file = std::make_unique<EventFile>(std::filesystem::path(dir_) / ("rank" + std::to_string(rank)), 0);
+  if (!file) file = std::make_unique<EventFile>(directory_.sub("rank" + std::to_string(rank), true), 0);
   return *file;
 }
 

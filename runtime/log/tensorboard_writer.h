@@ -23,14 +23,16 @@
 #include <vector>
 
 #include "runtime/log/run_events.h"
+#include "runtime/util/directory.h"
 
 namespace dtrain {
 
 class TensorBoardWriter final {
  public:
-  // Creates `dir` and its first event file. `train_samples` is the dataset's size (the samples of a whole
-  // epoch, all ranks). Throws IoError.
-  TensorBoardWriter(std::string dir, int64_t train_samples);
+  // Creates the first event file in `dir` (rank<N>/ subdirectories of it for each rank's resource
+  // samples). `train_samples` is the dataset's size (the samples of a whole epoch, all ranks). Throws
+  // IoError.
+  TensorBoardWriter(Directory dir, int64_t train_samples);
   ~TensorBoardWriter();
   TensorBoardWriter(const TensorBoardWriter&) = delete;
   TensorBoardWriter& operator=(const TensorBoardWriter&) = delete;
@@ -51,6 +53,7 @@ class TensorBoardWriter final {
   class EventFile;
   EventFile& rank_file(int rank);
 
+  Directory directory_;
   std::string dir_;
   int64_t train_samples_;
   int64_t origin_ms_;  // the run's first start (see above), Unix milliseconds

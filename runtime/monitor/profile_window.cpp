@@ -70,10 +70,11 @@ void ProfileWindow::finish() {
   record.cuda = out.cuda;
   record.events = out.events;
   const std::string stem = "profile-rank" + std::to_string(root);
-  record.trace = logger_.run_dir() + "/" + stem + ".trace.json";
-  record.table = logger_.run_dir() + "/" + stem + "-ops.csv";
-  write_file_atomically(record.trace, out.trace_json);
-  write_file_atomically(record.table, out.table_csv);
+  const Directory& run = logger_.run_directory();
+  record.trace = run.shown(stem + ".trace.json");
+  record.table = run.shown(stem + "-ops.csv");
+  write_file_atomically(run, stem + ".trace.json", out.trace_json);
+  write_file_atomically(run, stem + "-ops.csv", out.table_csv);
   logger_.profile_written(record);
 }
 

@@ -206,7 +206,7 @@ EpochStats Trainer::run_epoch(int64_t epoch) {
   stats.eval_s = phase.elapsed_s();
   for (RunObserver* o : observers_) o->epoch_ending(stats);
   if (sample_writer_ && sample_writer_->due(epoch, config_.train.epochs)) {
-    logger_.samples_written(epoch, sample_writer_->write(logger_.run_dir(), epoch, state_));
+    logger_.samples_written(epoch, sample_writer_->write(logger_.run_directory(), epoch, state_));
   }
   stats.checkpoint_path = checkpoints_.save_epoch_end(stats);
   stats.epoch_s = epoch_watch.elapsed_s();

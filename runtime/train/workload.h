@@ -14,6 +14,7 @@
 #include "runtime/config/config.h"
 #include "runtime/config/config_fields.h"
 #include "runtime/data/dataset.h"
+#include "runtime/util/directory.h"
 #include "runtime/data/tensor_dataset.h"
 #include "runtime/train/train_step.h"
 
@@ -62,8 +63,9 @@ class SampleGridWriter {
   virtual ~SampleGridWriter() = default;
   // Whether epoch `epoch` of `epochs` gets a grid.
   virtual bool due(int64_t epoch, int64_t epochs) const = 0;
-  // Writes the grid for `epoch` into the run directory `dir` and returns the paths written.
-  virtual std::vector<std::string> write(const std::string& dir, int64_t epoch, TrainState& state) = 0;
+  // Writes the grid for `epoch` into the run directory `run` (open: files go through it, never through a
+  // link) and returns the paths written.
+  virtual std::vector<std::string> write(const Directory& run, int64_t epoch, TrainState& state) = 0;
 };
 
 class Workload {

@@ -99,7 +99,10 @@ Directory Directory::sub(const std::string& name, bool create) const {
   const int fd = ::openat(fd_, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
     const int code = errno;
-    if (code == ELOOP) throw IoError("'" + shown_path + "' is a symbolic link, which dtrain does not follow; remove it");
+    // With O_DIRECTORY, Linux answers a link with ENOTDIR rather than ELOOP: ask what it is.
+    struct stat st {};
+    const bool link = code == ELOOP || (::fstatat(fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode));
+    if (link) throw IoError("'" + shown_path + "' is a symbolic link, which dtrain does not follow; remove it");
     if (code == ENOTDIR) throw IoError("'" + shown_path + "' is not a directory");
     throw_directory_io("open the directory", shown_path, code);
   }
@@ -131,7 +134,7 @@ Directory& Directory::operator=(Directory&& other) noexcept {
 }
 
 std::string Directory::shown(const std::string& name) const {
-  return path_ == "/" ? "/" + name : path_ + "/" + name;
+  return !path_.empty() && path_.back() == '/' ? path_ + name : path_ + "/" + name;
 }
 
 std::string Directory::shared_by() const {

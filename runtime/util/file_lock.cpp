@@ -97,10 +97,33 @@ std::string describe_holder(int fd) {
 
 }  // namespace
 
-std::unique_ptr<DirectoryLock> DirectoryLock::try_lock(const std::string& dir, double wait_s, std::string& holder) {
-  const std::string path = dir + "/" + kFileName;
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) throw IoError("cannot create the lock file '" + path + "': " + errno_text(errno));
+std::unique_ptr<DirectoryLock> DirectoryLock::try_lock(const Directory& dir, double wait_s, std::string& holder) {
+  const std::string path = dir.shown(kFileName);
+  // O_NOFOLLOW: a link planted under the name is never opened (its target would be truncated to the
+  // holder's text); O_NONBLOCK: nor is a FIFO waited on. Another user's lock file in a shared directory
+  // is opened read-only: flock needs no more.
+  constexpr int kFlags = O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+  int fd = ::openat(dir.fd(), kFileName, O_RDWR | O_CREAT | kFlags, 0644);
+  if (fd < 0 && errno == EACCES) fd = ::openat(dir.fd(), kFileName, O_RDONLY | kFlags);
+  if (fd < 0) {
+    if (errno == ELOOP) throw IoError("the lock file '" + path + "' is a symbolic link, which dtrain does not follow; remove it");
+    throw IoError("cannot create the lock file '" + path + "': " + errno_text(errno));
+  }
+  struct stat st {};
+  std::string problem;
+  if (::fstat(fd, &st) != 0) {
+    problem = "cannot inspect the lock file '" + path + "': " + errno_text(errno);
+  } else if (!S_ISREG(st.st_mode)) {
+    problem = "the lock file '" + path + "' is " + file_kind(st.st_mode) + ", not a regular file; remove it";
+  } else if (st.st_nlink != 1) {
+    problem = "the lock file '" + path + "' has " + std::to_string(st.st_nlink) +
+              " names (a hard link to another file), so dtrain does not use it; remove it";
+  }
+  if (!problem.empty()) {
+    ::close(fd);
+    throw IoError(problem);
+  }
+  const bool own = st.st_uid == ::geteuid();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
   for (;;) {
     if (::flock(fd, LOCK_EX | LOCK_NB) == 0) break;
@@ -117,9 +140,10 @@ std::unique_ptr<DirectoryLock> DirectoryLock::try_lock(const std::string& dir, d
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  // Best effort: on a full disk the lock holds all the same, only its holder goes unnamed.
+  // Best effort: on a full disk the lock holds all the same, only its holder goes unnamed. Another
+  // user's lock file keeps the text it has.
   const std::string text = holder_text() + "\n";
-  if (::ftruncate(fd, 0) == 0) {
+  if (own && ::ftruncate(fd, 0) == 0) {
     [[maybe_unused]] const ssize_t written = ::pwrite(fd, text.data(), text.size(), 0);
   }
   return std::unique_ptr<DirectoryLock>(new DirectoryLock(fd));

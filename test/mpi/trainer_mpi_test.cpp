@@ -158,7 +158,7 @@ TEST_CASE("BatchNorm statistics are rank 0's on every rank after training, so ev
   };
   std::ostringstream console;
   const std::unique_ptr<RunDirectory> run_dir = test::open_run_directory(config, *comm);
-  RunLogger logger(config.log, comm->is_root(), run_dir ? run_dir->path() : "", console);
+  RunLogger logger(config.log, comm->is_root(), run_dir ? std::optional<Directory>(run_dir->directory()) : std::nullopt, console);
   Trainer trainer(test::resolved(config, run_dir.get()), *workload, *comm, logger, make_reducer);
   trainer.run(RunInfo{});
   torch::nn::Module& model = *trainer.state().modules().front().module;

@@ -56,7 +56,7 @@ inline TrainRun train_run(const TrainConfig& config, const Workload& workload, C
   };
   std::ostringstream console;
   const std::unique_ptr<RunDirectory> run_dir = open_run_directory(config, comm);
-  RunLogger logger(config.log, comm.is_root(), run_dir ? run_dir->path() : "", console);
+  RunLogger logger(config.log, comm.is_root(), run_dir ? std::optional<Directory>(run_dir->directory()) : std::nullopt, console);
   Trainer trainer(resolved(config, run_dir.get()), workload, comm, logger, make_reducer, device);
   if (observe) observe(trainer, logger);
   trainer.restore();

@@ -180,7 +180,7 @@ TEST_CASE("the run's first console lines name what runs where and the run direct
     std::ostringstream console;
     std::ostringstream progress;
     LogOptions options;
-    RunLogger logger(options, true, dir.file("run"), console, progress);
+    RunLogger logger(options, true, Directory::open(dir.file("run"), false), console, progress);
     RunInfo info = run_info(checkpoints);
     info.hosts = {"node-0"};
     logger.run_start(info);
@@ -210,7 +210,7 @@ TEST_CASE("the RunLogger writes every record kind of the run log", "[log][contra
   std::ostringstream progress;
   {
     LogOptions options;
-    RunLogger logger(options, true, run_dir, console, progress);
+    RunLogger logger(options, true, Directory::open(run_dir, false), console, progress);
     logger.run_start(run_info(run_dir + "/checkpoints"));
     logger.checkpoint_written(CheckpointRecord{2, 100, 12800, run_dir + "/checkpoints/checkpoint-epoch-000002-step-000100.pt", 0.25});
     ResumeRecord resumed;
@@ -295,7 +295,7 @@ TEST_CASE("a stop's console line says what was saved and where a resume continue
   std::ostringstream progress;
   {
     LogOptions options;
-    RunLogger logger(options, true, run_dir, console, progress);
+    RunLogger logger(options, true, Directory::open(run_dir, false), console, progress);
     logger.run_start(run_info(run_dir + "/checkpoints"));
     StopRecord stop;
     stop.signal = "SIGTERM";

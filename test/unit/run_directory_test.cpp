@@ -5,9 +5,11 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -17,6 +19,7 @@
 #include "runtime/util/file_io.h"
 #include "runtime/util/file_lock.h"
 #include "runtime/util/timer.h"
+#include "test/support/skip.h"
 #include "test/support/temp_dir.h"
 #include "test/support/tiny_workload.h"
 #include "test/support/train_run.h"
@@ -217,14 +220,14 @@ TEST_CASE("a shared checkpoint.dir is locked, and kept from overwrites without -
 TEST_CASE("a directory lock waits for its holder, then names it", "[run_dir]") {
   test::TempDir dir;
   std::string holder;
-  auto first = DirectoryLock::try_lock(dir.path(), 0, holder);
+  auto first = DirectoryLock::try_lock(Directory::open(dir.path(), false), 0, holder);
   REQUIRE(first);
   Stopwatch watch;
-  CHECK_FALSE(DirectoryLock::try_lock(dir.path(), 0.5, holder));
+  CHECK_FALSE(DirectoryLock::try_lock(Directory::open(dir.path(), false), 0.5, holder));
   CHECK(watch.elapsed_s() >= 0.5);
   CHECK_THAT(holder, Contains("pid " + std::to_string(::getpid()) + " on ") && Contains(" since 20"));
   first.reset();
-  CHECK(DirectoryLock::try_lock(dir.path(), 0, holder));
+  CHECK(DirectoryLock::try_lock(Directory::open(dir.path(), false), 0, holder));
 }
 
 TEST_CASE("a resumed run removes the partial checkpoint a killed write left, and keeps the whole ones", "[run_dir][checkpoint]") {
@@ -237,15 +240,17 @@ TEST_CASE("a resumed run removes the partial checkpoint a killed write left, and
     checkpoints = first->checkpoint_dir();
   }
   std::ofstream(checkpoints + "/checkpoint-epoch-000001.pt") << "a whole checkpoint";
-  std::ofstream(checkpoints + "/checkpoint-epoch-000002-step-00000040.pt.tmp") << "half a check";
+  std::ofstream(checkpoints + "/checkpoint-epoch-000002-step-00000040.pt.0123456789ab.tmp") << "half a check";
+  std::ofstream(checkpoints + "/checkpoint-epoch-000002-step-00000030.pt.tmp") << "an older version's";
   std::ofstream(checkpoints + "/notes.tmp") << "not dtrain's";
   config.checkpoint.resume = true;
   const auto resumed = RunDirectory::open(config, 0);
   REQUIRE(resumed->checkpoint_dir() == checkpoints);
   CHECK(fs::exists(checkpoints + "/checkpoint-epoch-000001.pt"));
-  CHECK_FALSE(fs::exists(checkpoints + "/checkpoint-epoch-000002-step-00000040.pt.tmp"));
+  CHECK_FALSE(fs::exists(checkpoints + "/checkpoint-epoch-000002-step-00000040.pt.0123456789ab.tmp"));
+  CHECK_FALSE(fs::exists(checkpoints + "/checkpoint-epoch-000002-step-00000030.pt.tmp"));
   CHECK(fs::exists(checkpoints + "/notes.tmp"));
-  CHECK_THAT(resumed->note(), Contains("removed 1 partial checkpoint file(s) (*.pt.tmp) from " + checkpoints));
+  CHECK_THAT(resumed->note(), Contains("removed 2 partial checkpoint file(s) (*.tmp) from " + checkpoints));
 }
 
 TEST_CASE("under torchrun, restarts of a job resume its run and a new job starts its own", "[run_dir]") {
@@ -300,4 +305,146 @@ TEST_CASE("a torchrun job id with a newline is the same job on restart", "[run_d
   }
   CHECK(RunDirectory::open(config, 0, job)->name() == first);
   CHECK(RunDirectory::open(config, 0, "study")->name() != first);
+}
+
+TEST_CASE("a run or checkpoint directory that others can write is refused unless shared directories are allowed",
+          "[run_dir][shared]") {
+  test::TempDir dir;
+  TrainConfig config = run_config(dir);
+  config.log.run_name = "team";
+  const std::string run = config.log.dir + "/team";
+  fs::create_directories(run);
+  SECTION("writable by every user, without the sticky bit") {
+    fs::permissions(run, static_cast<fs::perms>(0777));
+    CHECK_THROWS_MATCHES(RunDirectory::open(config, 0), ConfigError,
+                         Catch::Matchers::Predicate<ConfigError>([&](const ConfigError& e) {
+                           const std::string m = e.what();
+                           return m.find("the run directory '" + run + "' can be written by every user (mode 0777) and has no "
+                                         "sticky bit") != std::string::npos &&
+                                  m.find("--allow-shared-dirs (log.allow_shared_dirs)") != std::string::npos;
+                         }, "names the directory, who can write it and the option"));
+    CHECK_FALSE(fs::exists(run + "/.dtrain.lock"));  // refused before anything is written there
+    config.log.allow_shared_dirs = true;
+    CHECK_NOTHROW(RunDirectory::open(config, 0));
+  }
+  SECTION("writable by every user with the sticky bit, as /tmp is: nobody can replace another's entries") {
+    fs::permissions(run, static_cast<fs::perms>(01777));
+    CHECK_NOTHROW(RunDirectory::open(config, 0));
+  }
+  SECTION("a shared checkpoint.dir writable by a group") {
+    config.checkpoint.dir = dir.file("shared-checkpoints");
+    fs::create_directories(config.checkpoint.dir);
+    fs::permissions(config.checkpoint.dir, static_cast<fs::perms>(02775));
+    ::chown(config.checkpoint.dir.c_str(), static_cast<uid_t>(-1), 65534);  // a group that is not the user's own
+    CHECK_THROWS_WITH(RunDirectory::open(config, 0),
+                      Contains("checkpoint.dir '" + config.checkpoint.dir + "' can be written by group 65534") &&
+                          Contains("(mode 2775) and has no sticky bit") && Contains("--allow-shared-dirs"));
+  }
+  SECTION("owned by another user") {
+    if (::geteuid() != 0) {
+      DTRAIN_SKIP("making a directory another user owns needs root");
+    }
+    REQUIRE(::chown(run.c_str(), 65534, 65534) == 0);
+    CHECK_THROWS_WITH(RunDirectory::open(config, 0),
+                      Contains("the run directory '" + run + "' is owned by uid 65534") &&
+                          Contains("not by this user (uid 0") && Contains("--allow-shared-dirs"));
+  }
+}
+
+TEST_CASE("names a run uses in its directories are never followed as links", "[run_dir][shared]") {
+  test::TempDir dir;
+  TrainConfig config = run_config(dir);
+  config.log.run_name = "r";
+  config.checkpoint.resume = true;
+  const std::string victim = dir.file("victim");
+  std::ofstream(victim) << "precious";
+  const auto victim_intact = [&] { CHECK(read_file(victim) == "precious"); };
+  fs::create_directories(config.log.dir);
+  SECTION("the run directory itself") {
+    fs::create_directory(dir.file("elsewhere"));
+    fs::create_directory_symlink(dir.file("elsewhere"), config.log.dir + "/r");
+    CHECK_THROWS_WITH(RunDirectory::open(config, 0),
+                      "log.run_name 'r': '" + config.log.dir + "/r' is a symbolic link, which dtrain does not follow; remove it");
+    CHECK(fs::is_empty(dir.file("elsewhere")));
+  }
+  SECTION("the lock") {
+    fs::create_directories(config.log.dir + "/r");
+    fs::create_symlink(victim, config.log.dir + "/r/.dtrain.lock");
+    CHECK_THROWS_WITH(RunDirectory::open(config, 0),
+                      "the lock file '" + config.log.dir + "/r/.dtrain.lock' is a symbolic link, which dtrain does not follow; "
+                      "remove it");
+    victim_intact();
+  }
+  SECTION("the lock as a hard link") {
+    fs::create_directories(config.log.dir + "/r");
+    fs::create_hard_link(victim, config.log.dir + "/r/.dtrain.lock");
+    CHECK_THROWS_WITH(RunDirectory::open(config, 0), Contains("has 2 names (a hard link to another file)"));
+    victim_intact();
+  }
+  SECTION("checkpoints/") {
+    fs::create_directories(config.log.dir + "/r");
+    fs::create_directory(dir.file("elsewhere"));
+    fs::create_directory_symlink(dir.file("elsewhere"), config.log.dir + "/r/checkpoints");
+    CHECK_THROWS_WITH(RunDirectory::open(config, 0), Contains("is a symbolic link, which dtrain does not follow"));
+    CHECK(fs::is_empty(dir.file("elsewhere")));
+  }
+  SECTION("run_id and the torchrun job file are replaced, not written through") {
+    const std::string checkpoints = RunDirectory::open(config, 0)->checkpoint_dir();
+    fs::remove(checkpoints + "/run_id");
+    fs::create_symlink(victim, checkpoints + "/run_id");
+    fs::create_symlink(victim, config.log.dir + "/r/torchrun_job");
+    CHECK_THROWS_WITH(RunDirectory::open(config, 0), Contains(checkpoints + "/run_id' is a symbolic link"));
+    config.checkpoint.resume = false;
+    config.log.run_name = "r2";
+    fs::create_directories(config.log.dir + "/r2");
+    fs::create_symlink(victim, config.log.dir + "/r2/torchrun_job");
+    CHECK_NOTHROW(RunDirectory::open(config, 0, "job-1"));
+    CHECK_FALSE(fs::is_symlink(config.log.dir + "/r2/torchrun_job"));
+    victim_intact();
+  }
+}
+
+TEST_CASE("a run_id that is a FIFO, a device or a huge file ends a resume's start at once, naming it", "[run_dir][shared]") {
+  test::TempDir dir;
+  TrainConfig config = run_config(dir);
+  config.log.run_name = "r";
+  std::string checkpoints;
+  {
+    checkpoints = RunDirectory::open(config, 0)->checkpoint_dir();
+  }
+  config.checkpoint.resume = true;
+  fs::remove(checkpoints + "/run_id");
+  std::string expected;
+  SECTION("a FIFO") {
+    REQUIRE(::mkfifo((checkpoints + "/run_id").c_str(), 0600) == 0);
+    expected = "run_id' is a FIFO, not a regular file";
+  }
+  SECTION("a 1 GiB file") {
+    std::ofstream big(checkpoints + "/run_id");
+    big.seekp((int64_t{1} << 30) - 1);
+    big << 'x';
+    expected = "run_id' holds 1073741824 bytes, more than the 64 that such a file holds";
+  }
+  const auto started = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(RunDirectory::open(config, 0),
+                    Contains("checkpoint directory '" + checkpoints + "': '" + checkpoints + "/" + expected) &&
+                        Contains("remove it, and the resume gives the run a new one"));
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(1));
+}
+
+TEST_CASE("a directory named like a checkpoint is named at the start, not met at the epoch's end", "[run_dir][shared]") {
+  test::TempDir dir;
+  TrainConfig config = run_config(dir);
+  config.log.run_name = "r";
+  std::string checkpoints;
+  {
+    checkpoints = RunDirectory::open(config, 0)->checkpoint_dir();
+  }
+  fs::create_directory(checkpoints + "/checkpoint-epoch-000002.pt");
+  config.checkpoint.resume = true;
+  CHECK_THROWS_WITH(RunDirectory::open(config, 0),
+                    "checkpoint directory '" + checkpoints + "' holds '" + checkpoints +
+                        "/checkpoint-epoch-000002.pt' (a directory) under a checkpoint's name; dtrain writes only regular "
+                        "files there and never follows or replaces anything else: rename or remove it, or give this run "
+                        "another --checkpoint-dir");
 }

@@ -77,7 +77,7 @@ TEST_CASE("the TensorBoard writer frames Events as TFRecords at the run's global
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "events.out.tfevents.1795649990.node-0.123.0").close();
   {
-    TensorBoardWriter writer(dir.string(), 1000);  // 1000 training samples an epoch
+    TensorBoardWriter writer(Directory::open(dir.string(), true), 1000);  // 1000 training samples an epoch
     ProgressInfo progress{2, 640, 1000, MetricValues({{"loss", 0.25, 160.0, 640.0}}), 10, 1234.5, 60.0};
     writer.train_progress(progress);
     EpochStats stats;
@@ -125,6 +125,6 @@ TEST_CASE("the TensorBoard writer refuses an image that is not a PNG, naming it"
   TempDir tmp;
   const std::string bad = (std::filesystem::path(tmp.path()) / "grid.png").string();
   std::ofstream(bad) << "not a png";
-  TensorBoardWriter writer((std::filesystem::path(tmp.path()) / "tb").string(), 10);
+  TensorBoardWriter writer(Directory::open((std::filesystem::path(tmp.path()) / "tb").string(), true), 10);
   CHECK_THROWS_WITH(writer.images(1, {bad}), Catch::Contains(bad) && Catch::Contains("not a PNG"));
 }

@@ -199,7 +199,7 @@ class SampleGrid final : public SampleGridWriter {
     return options_.sample_every > 0 && (epoch % options_.sample_every == 0 || epoch == epochs);
   }
 
-  std::vector<std::string> write(const std::string& dir, int64_t epoch, TrainState& state) override {
+  std::vector<std::string> write(const Directory& run, int64_t epoch, TrainState& state) override {
     BigGanGeneratorImpl& generator = shown_generator(state, options_);
     const BigGanOptions& net = generator.options();
     const int64_t rows = std::min<int64_t>(net.classes, 10);
@@ -214,15 +214,11 @@ class SampleGrid final : public SampleGridWriter {
       at::NoGradGuard no_grad;
       images = generator.forward(fixed.z, fixed.classes);
     }
-    const fs::path folder = fs::path(dir) / "samples";
-    std::error_code ec;
-    fs::create_directories(folder, ec);
-    if (ec) throw IoError("cannot create the samples directory '" + folder.string() + "': " + ec.message());
+    const Directory folder = run.sub("samples", true);
     char name[32];
     std::snprintf(name, sizeof name, "epoch-%06lld.png", static_cast<long long>(epoch));
-    const std::string path = (folder / name).string();
-    write_png(path, image_grid(images, columns));
-    return {path};
+    write_png(folder, name, image_grid(images, columns));
+    return {folder.shown(name)};
   }
 
  private:

@@ -20,6 +20,10 @@
 # still up; give dtrain a volume (--dtrain-args "--log-dir /mounted/...") to keep it.
 # Results: OUT/n<size>-r<rep>/{labels.yaml,job.yaml,launcher.log,status.yaml,result.yaml,logs/}, and
 # OUT/summary.tsv with one line per run (result, bash time's real, final accuracy) to follow a study.
+# --allow-shared-dirs uses an --out that other users can write (refused without it).
+# Ctrl-C (or SIGTERM, SIGHUP) deletes the job in progress (its pods get SIGTERM: the ranks save a
+# checkpoint and exit within the grace period), records it as stopped and ends the study; exit 128 + the
+# signal.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 STUDY_RUNNER=run_study
@@ -30,8 +34,9 @@ reps=1
 out=""
 timeout=${STUDY_TIMEOUT:-4h}
 kind=mpijob
+allow_shared_dirs=0
 label=()
-study_parse "the render options" kind sizes reps out timeout label+ -- "$@"
+study_parse "the render options" kind sizes reps out timeout label+ allow-shared-dirs? -- "$@"
 set -- ${study_rest[@]+"${study_rest[@]}"}
 study_check_options "$out" "$sizes" "$reps" ${label[@]+"${label[@]}"}
 case "$kind" in
@@ -103,21 +108,23 @@ rank0_pod() {
 }
 pod_label=$( [ "$kind" = mpijob ] && echo training.kubeflow.org/job-name || echo jobset.sigs.k8s.io/jobset-name )
 
-mkdir -p "$out"
+study_make_out "$out" "$allow_shared_dirs"
 summary="$out/summary.tsv"
-[ -f "$summary" ] || printf 'size\trep\tjob\tresult\treal\taccuracy\n' >"$summary"
+[ ! -L "$summary" ] || { echo "run_study: '$summary' is a symbolic link, which the study does not follow; remove it" >&2; exit 2; }
+[ -f "$summary" ] || printf 'size\trep\tjob\tresult\treal\taccuracy\n' | study_write_file "$summary"
+study_trap_stops
 
 for size in $sizes; do
   for rep in $(seq 1 "$reps"); do
     dir=$(study_run_dir "$out" "$size" "$rep")
-    rm -rf "$dir"
-    mkdir -p "$dir"
+    study_new_run_dir "$dir"
     ranks=$size
     [ "$gpus" -gt 0 ] 2>/dev/null && ranks=$(( size * gpus ))
     study_write_labels "$dir" platform="$platform" nodes="$size" ranks="$ranks" gpus_per_node="$gpus" \
       accelerator="$accelerator" repetition="$rep" runner="$runner_label" workload="$workload" batch="$batch" \
       ${label[@]+"${label[@]}"}
-    /usr/bin/env python3 "${render[@]}" --workers "$size" "$@" >"$dir/job.yaml"
+    /usr/bin/env python3 "${render[@]}" --workers "$size" "$@" >"$dir/job.yaml" ||
+      { echo "run_study: the renderer refused the options (above)" >&2; exit 2; }
     # The job's name (an mpirun TrainJob's runtime, first in the file, has the same one).
     job=$(awk '/^  name: /{print $2; exit}' "$dir/job.yaml")
     namespace_args=()
@@ -126,20 +133,30 @@ for size in $sizes; do
     echo "run_study: size $size rep $rep: $job -> $dir"
     kubectl "${namespace_args[@]}" delete "$resource" "$job" --ignore-not-found --wait=true >/dev/null
     started=$(study_now)
+    _study_busy=1  # a stop from here on deletes this job (below) before the study ends
     kubectl "${namespace_args[@]}" apply -f "$dir/job.yaml" >/dev/null
     # An MPIJob ends with a Succeeded or a Failed condition, a TrainJob with Complete or Failed.
     result=timeout
     code=124
     deadline=$(( $(date +%s) + timeout_s ))
-    while [ "$(date +%s)" -lt "$deadline" ]; do
+    while [ "$(date +%s)" -lt "$deadline" ] && [ "$_study_stop" -eq 0 ]; do
       state=" $(kubectl "${namespace_args[@]}" get "$resource" "$job" \
         -o jsonpath='{range .status.conditions[?(@.status=="True")]}{.type}{" "}{end}' 2>/dev/null || true)"
       case "$state" in
         *" $succeeded "*) result=succeeded; code=0; break ;;
         *" Failed "*) result=failed; code=1; break ;;
       esac
-      sleep 10
+      sleep 10 &
+      wait $! || true  # a stop ends the wait at once
     done
+    if [ "$_study_stop" -ne 0 ]; then
+      # Deleting the job gives its pods SIGTERM: the ranks save a checkpoint and exit within the grace.
+      kubectl "${namespace_args[@]}" logs --tail=-1 -l "$(console_selector "$job")" >"$dir/launcher.log" 2>&1 || true
+      kubectl "${namespace_args[@]}" delete "$resource" "$job" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+      study_write_result "$dir" $(( 128 + _study_stop )) "$started" "$(study_now)" stopped
+      printf '%s\t%s\t%s\t%s\t\t\n' "$size" "$rep" "$job" stopped >>"$summary"
+      study_exit_if_stopped "size $size rep $rep ($resource $job deleted: its pods stop with a checkpoint):"
+    fi
     finished=$(study_now)
     kubectl "${namespace_args[@]}" logs --tail=-1 -l "$(console_selector "$job")" >"$dir/launcher.log" 2>&1 || true
     kubectl "${namespace_args[@]}" get "$resource" "$job" -o yaml >"$dir/status.yaml" 2>&1 || true
@@ -158,6 +175,8 @@ for size in $sizes; do
     accuracy=$(grep -o 'metricName: accuracy, metricValue: [0-9.]*' "$dir/launcher.log" | tail -n 1 | awk '{print $NF}')
     printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$size" "$rep" "$job" "$result" "${real:-}" "${accuracy:-}" >>"$summary"
     echo "run_study: size $size rep $rep: $result, real ${real:-?}, accuracy ${accuracy:-?}"
+    _study_busy=""
+    study_exit_if_stopped "after size $size rep $rep:"
   done
 done
 echo "run_study: results in $out (summary: $summary); tables and plots: dtrain-report $out --out REPORT_DIR"

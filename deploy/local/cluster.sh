@@ -457,12 +457,19 @@ cluster_torchrun() {
        "${run_args[@]}" "$@") &
     pids+=($!)
   done
+  # A stop for this script (SIGUSR2 as the study runners relay one, SIGTERM, SIGINT, SIGHUP) goes to every
+  # agent as SIGTERM: each tells its workers, which save a checkpoint and exit.
+  trap 'kill -TERM "${pids[@]}" 2>/dev/null' USR2 TERM INT HUP
   # The job's status is the worst agent's; an agent killed with its node (link down) counts as failed.
   local status=0 s
   for k in "${!pids[@]}"; do
     set +e
-    wait "${pids[$k]}"
-    s=$?
+    # wait returns early for a trapped signal: wait again until the agent is gone.
+    while :; do
+      wait "${pids[$k]}"
+      s=$?
+      kill -0 "${pids[$k]}" 2>/dev/null || break
+    done
     set -e
     [ "$s" -eq 0 ] || { say "torchrun: the agent on node$((k + 1)) exited with $s"; [ "$status" -ne 0 ] || status=$s; }
   done

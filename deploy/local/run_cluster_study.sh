@@ -19,7 +19,11 @@
 # Options: --sizes "1 2 4" (nodes, one rank each), --reps N, --out DIR, --platform NAME (label, default
 # cluster), --rate RATE, --mtu BYTES, --overlay none|vxlan, --cpu CORES (cluster.sh up's options),
 # --launcher mpirun|torchrun, --calibrate, --floor, --peer ddp, --label KEY=VALUE (repeatable), --dtrain PATH,
-# --timeout SECONDS per run and per calibration step (default 3600), --keep-checkpoints. Everything after
+# --timeout SECONDS per run and per calibration step (default 3600; the ranks are then stopped with a
+# checkpoint), --keep-checkpoints, --oversubscribe (sizes whose nodes' CPU shares add up to more than this
+# machine's cores, refused without it), --allow-shared-dirs (an --out other users can write; passed on
+# to dtrain). Ctrl-C (or SIGTERM, SIGHUP) stops the run in progress as the local runner does, takes the
+# cluster down and leaves no process behind; exit 128 + the signal. Everything after
 # `--` goes to dtrain (with --peer, the mnist flags the peer mirrors: --workload mnist, --data-dir,
 # --batch-size, --epochs, --max-steps, --eval-samples, --threads, and dtrain's own --checkpoint, --progress,
 # --backend). Needs root.
@@ -48,9 +52,11 @@ peer=""
 dtrain=""
 timeout=3600
 keep_checkpoints=0
+oversubscribe=0
+allow_shared_dirs=0
 label=()
 study_parse "dtrain's flags" sizes reps out platform rate mtu overlay cpu launcher calibrate? floor? peer label+ dtrain \
-  timeout keep-checkpoints? -- "$@"
+  timeout keep-checkpoints? oversubscribe? allow-shared-dirs? -- "$@"
 set -- ${study_rest[@]+"${study_rest[@]}"}
 study_check_options "$out" "$sizes" "$reps" ${label[@]+"${label[@]}"} platform="$platform"
 case "$launcher" in mpirun|torchrun) ;; *) echo "$STUDY_RUNNER: --launcher must be mpirun or torchrun, got '$launcher'" >&2; exit 2 ;; esac
@@ -93,25 +99,31 @@ if [ -n "$peer" ]; then
 fi
 up_options=(--rate "$rate" --mtu "$mtu" --overlay "$overlay")
 [ -z "$cpu" ] || up_options+=(--cpu "$cpu")
+case "$cpu" in ''|*[!0-9.]*|*.*.*|.) [ -z "$cpu" ] || { echo "$STUDY_RUNNER: --cpu takes cores per node (0.25, 1, 2), got '$cpu'" >&2; exit 2; } ;; esac
+study_check_cores "$sizes" "${cpu:-1}" "$oversubscribe"
+[ "$(id -u)" -eq 0 ] || { echo "$STUDY_RUNNER: the emulated cluster's namespaces, links and CPU shares need root" >&2; exit 2; }
 export DTRAIN_CLUSTER=${DTRAIN_CLUSTER:-study}
-trap 'bash "$cluster" down >/dev/null 2>&1' EXIT
-mkdir -p "$out"
+study_make_out "$out" "$allow_shared_dirs"
 out=$(readlink -f "$out")
+shared=()
+[ "$allow_shared_dirs" -eq 0 ] || shared=(--allow-shared-dirs)
+trap 'bash "$cluster" down >/dev/null 2>&1' EXIT
+study_trap_stops
 
 if [ "$calibrate" -eq 1 ]; then
   [ -x "$bench" ] || { echo "$STUDY_RUNNER: --calibrate needs $bench (build with -DDTRAIN_BUILD_BENCH=ON)" >&2; exit 2; }
   n=$(for s in $sizes; do [ "$s" -ge 2 ] && echo "$s"; done | sort -n | head -n 1)
   n=${n:-2}
-  mkdir -p "$out/calibration"
+  study_make_subdir "$out/calibration"
   json="$out/calibration/allreduce-n$(printf %02d "$n").json"
   echo "$STUDY_RUNNER: calibration: allreduce sweep on $n nodes -> $json"
   # The network alone, without the CPU share: a rank waiting in MPI spends its quota polling, and a
   # quota of a quarter core throttles a 256 KiB allreduce from 3.6 ms to 150 ms. What the share costs
   # training is then the model's error, not part of its network (docs/benchmarks.md).
   bash "$cluster" up "$n" --rate "$rate" --mtu "$mtu" --overlay "$overlay"
-  timeout "$timeout" bash "$cluster" mpirun -- "$bench" --backend mpi --min-bytes 64K --max-bytes 32M --factor 4 \
-    --warmup 2 --iters 8 --json "$json" >"$out/calibration/allreduce-n$(printf %02d "$n").log" 2>&1 </dev/null ||
-    { cat "$out/calibration/"*.log >&2; echo "$STUDY_RUNNER: the calibration sweep failed" >&2; exit 1; }
+  study_bounded 0 "$timeout" bash "$cluster" mpirun -- "$bench" --backend mpi --min-bytes 64K --max-bytes 32M --factor 4 \
+    --warmup 2 --iters 8 --json "$json" >"$out/calibration/allreduce-n$(printf %02d "$n").log" 2>&1 ||
+    { study_exit_if_stopped "the calibration sweep"; cat "$out/calibration/"*.log >&2; echo "$STUDY_RUNNER: the calibration sweep failed" >&2; exit 1; }
   # The sweep names its platform, so one report of several studies calibrates each with its own network.
   /usr/bin/python3 -c 'import json, sys
 p = sys.argv[1]; s = json.load(open(p)); s.update(platform=sys.argv[2], link_rate=sys.argv[3], mtu=int(sys.argv[4]), overlay=sys.argv[5])
@@ -119,13 +131,13 @@ json.dump(s, open(p, "w"))' "$json" "$platform" "$rate" "$mtu" "$overlay"
 fi
 
 if [ "$floor" -eq 1 ]; then
-  mkdir -p "$out/calibration"
+  study_make_subdir "$out/calibration"
   # Two nodes with the study's links and CPU share: what moving a byte costs a node here, against the
   # same stream inside one node (the kernel's TCP alone, as on a host with a real NIC).
   bash "$cluster" up 2 "${up_options[@]}"
-  timeout "$timeout" /usr/bin/python3 "$here/emulator_floor.py" --cluster-script "$cluster" \
-    --json "$out/calibration/floor.json" --platform "$platform" </dev/null ||
-    { echo "$STUDY_RUNNER: the emulator floor measurement failed" >&2; exit 1; }
+  study_bounded 0 "$timeout" /usr/bin/python3 "$here/emulator_floor.py" --cluster-script "$cluster" \
+    --json "$out/calibration/floor.json" --platform "$platform" ||
+    { study_exit_if_stopped "the emulator floor measurement"; echo "$STUDY_RUNNER: the emulator floor measurement failed" >&2; exit 1; }
 fi
 
 # solo_runs SIZE RUNTIME COMMAND...: COMMAND (a one-rank run, given --log-dir DIR after it) on every node
@@ -134,15 +146,25 @@ solo_runs() {
   local size=$1 runtime=$2 k dir
   shift 2
   dir=$out/calibration/solo-n$(printf %02d "$size")-$runtime
-  rm -rf "$dir"
-  mkdir -p "$dir"
-  local -a pids=()
-  for k in $(seq 1 "$size"); do
-    timeout "$timeout" bash "$cluster" exec "node$k" "$@" --log-dir "$dir/node$k" >"$dir/node$k.log" 2>&1 </dev/null &
-    pids+=($!)
-  done
+  study_make_subdir "$out/calibration"
+  study_new_run_dir "$dir"
+  # Every node at once, each its own one-rank run, as one bounded command, so that a stop reaches them all
+  # (relayed to each node's process; cluster.sh exec becomes it).
   local status=0
-  for k in "${pids[@]}"; do wait "$k" || status=1; done
+  study_bounded 0 "$timeout" bash -c '
+    size=$1 cluster=$2 dir=$3
+    shift 3
+    trap "kill -USR2 \$(jobs -p) 2>/dev/null" USR2
+    for k in $(seq 1 "$size"); do
+      bash "$cluster" exec "node$k" "$@" --log-dir "$dir/node$k" >"$dir/node$k.log" 2>&1 &
+    done
+    s=0
+    for p in $(jobs -p); do
+      while :; do wait "$p"; c=$?; kill -0 "$p" 2>/dev/null || break; done
+      [ "$c" -eq 0 ] || s=1
+    done
+    exit "$s"' solo "$size" "$cluster" "$dir" "$@" || status=1
+  study_exit_if_stopped "the solo runs at size $size ($runtime)"
   [ "$status" -eq 0 ] || { echo "$STUDY_RUNNER: a solo run at size $size ($runtime) failed; see $dir" >&2; return 1; }
   /usr/bin/python3 - "$dir" "$dir.json" "$platform" "$runtime" "$size" <<'PY'
 import glob, json, sys
@@ -163,7 +185,7 @@ failed=0
 for size in $sizes; do
   bash "$cluster" up "$size" "${up_options[@]}"
   if [ "$floor" -eq 1 ]; then
-    solo_runs "$size" dtrain "$dtrain" "$@" || failed=$((failed + 1))
+    solo_runs "$size" dtrain "$dtrain" "$@" ${shared[@]+"${shared[@]}"} || failed=$((failed + 1))
     if [ -n "$peer" ]; then
       eval "peer_cmd=($(peer_command "$@"))"
       solo_runs "$size" pytorch-ddp "${peer_cmd[@]}" || failed=$((failed + 1))
@@ -171,28 +193,26 @@ for size in $sizes; do
   fi
   for rep in $(seq 1 "$reps"); do
     dir=$(study_run_dir "$out" "$size" "$rep")
-    rm -rf "$dir"
-    mkdir -p "$dir"
+    study_new_run_dir "$dir"
     study_write_labels "$dir" platform="$platform" nodes="$size" ranks="$size" ranks_per_node=1 \
       gpus_per_node=0 accelerator=cpu repetition="$rep" runner=local-cluster launcher="$launcher" \
       link_rate="$rate" mtu="$mtu" overlay="$overlay" cpu_per_node="${cpu:-all}" \
       ${label[@]+"${label[@]}"}
-    command=(timeout "$timeout" bash "$cluster" "$launcher" -- "$dtrain" "$@"
-             --log-dir "$dir/logs" --checkpoint-dir "$dir/checkpoints")
-    study_launch "$dir" "size $size rep $rep" "${command[@]}" || failed=$((failed + 1))
+    command=(bash "$cluster" "$launcher" -- "$dtrain" "$@" --log-dir "$dir/logs" --checkpoint-dir "$dir/checkpoints"
+             ${shared[@]+"${shared[@]}"})
+    study_launch "$dir" "size $size rep $rep" "$timeout" "${command[@]}" || failed=$((failed + 1))
     [ "$keep_checkpoints" -eq 1 ] || rm -rf "$dir/checkpoints"
     if [ -n "$peer" ]; then
       pdir=$dir-pytorch-ddp
-      rm -rf "$pdir"
-      mkdir -p "$pdir"
+      study_new_run_dir "$pdir"
       study_write_labels "$pdir" platform="$platform" nodes="$size" ranks="$size" ranks_per_node=1 \
         gpus_per_node=0 accelerator=cpu repetition="$rep" runner=local-cluster launcher=mpirun \
         link_rate="$rate" mtu="$mtu" overlay="$overlay" cpu_per_node="${cpu:-all}" \
         ${label[@]+"${label[@]}"}
       eval "peer_cmd=($(peer_command "$@"))"
-      command=(timeout "$timeout" bash "$cluster" mpirun -x MASTER_ADDR=node1 -x MASTER_PORT=29533 --
+      command=(bash "$cluster" mpirun -x MASTER_ADDR=node1 -x MASTER_PORT=29533 --
                "${peer_cmd[@]}" --log-dir "$pdir/logs/peer")
-      study_launch "$pdir" "size $size rep $rep (PyTorch DDP)" "${command[@]}" || failed=$((failed + 1))
+      study_launch "$pdir" "size $size rep $rep (PyTorch DDP)" "$timeout" "${command[@]}" || failed=$((failed + 1))
     fi
   done
 done

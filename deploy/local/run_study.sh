@@ -9,8 +9,13 @@
 # Options: --sizes "1 2 4" (ranks), --reps N, --out DIR, --platform NAME (label, default local),
 # --accelerator NAME (label, default cpu), --label KEY=VALUE (more labels, repeatable),
 # --dtrain PATH (default build/dtrain of this checkout, else dtrain on PATH), --timeout SECONDS per run
-# (default 3600), --keep-checkpoints. Everything after `--` goes to dtrain. Ranks beyond the cores are
-# oversubscribed (mpirun --oversubscribe); as root, Open MPI's run-as-root consent is set.
+# (default 3600; the ranks are then stopped with a checkpoint), --keep-checkpoints, --oversubscribe (sizes
+# above this machine's cores, which are refused without it: their times measure ranks sharing cores, not
+# scaling), --allow-shared-dirs (an --out other users can write; passed on to dtrain). Everything after
+# `--` goes to dtrain. As root, Open MPI's run-as-root consent is set.
+# Ctrl-C (or SIGTERM, SIGHUP) stops the run in progress as mpirun_local.sh does (the ranks save a
+# checkpoint and exit; a second one ends them at once), records it as stopped and ends the study, leaving
+# no process behind; exit 128 + the signal.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -27,9 +32,12 @@ platform=local
 dtrain=""
 timeout=3600
 keep_checkpoints=0
+oversubscribe=0
+allow_shared_dirs=0
 accelerator=cpu
 label=()
-study_parse "dtrain's flags" sizes reps out platform accelerator label+ dtrain timeout keep-checkpoints? -- "$@"
+study_parse "dtrain's flags" sizes reps out platform accelerator label+ dtrain timeout keep-checkpoints? oversubscribe? \
+  allow-shared-dirs? -- "$@"
 set -- ${study_rest[@]+"${study_rest[@]}"}
 study_check_options "$out" "$sizes" "$reps" ${label[@]+"${label[@]}"}
 case "$timeout" in ''|*[!0-9]*|0) echo "$STUDY_RUNNER: --timeout takes seconds, got '$timeout'" >&2; exit 2 ;; esac
@@ -39,19 +47,22 @@ fi
 [ -n "$dtrain" ] && [ -x "$dtrain" ] || { echo "$STUDY_RUNNER: no dtrain binary (build it, or give --dtrain PATH)" >&2; exit 2; }
 dtrain=$(cd "$(dirname "$dtrain")" && pwd)/$(basename "$dtrain")
 command -v mpirun >/dev/null || { echo "$STUDY_RUNNER: mpirun not found (Debian: openmpi-bin)" >&2; exit 2; }
+study_check_cores "$sizes" 1 "$oversubscribe"
+study_make_out "$out" "$allow_shared_dirs"
+shared=()
+[ "$allow_shared_dirs" -eq 0 ] || shared=(--allow-shared-dirs)
+study_trap_stops
 
-mkdir -p "$out"
 failed=0
 for size in $sizes; do
   for rep in $(seq 1 "$reps"); do
     dir=$(study_run_dir "$out" "$size" "$rep")
-    rm -rf "$dir"
-    mkdir -p "$dir"
+    study_new_run_dir "$dir"
     study_write_labels "$dir" platform="$platform" nodes="$size" ranks="$size" ranks_per_node=1 \
       gpus_per_node=0 accelerator="$accelerator" repetition="$rep" runner=local ${label[@]+"${label[@]}"}
-    command=(timeout "$timeout" mpirun -np "$size" --oversubscribe "$dtrain" "$@"
-             --log-dir "$dir/logs" --checkpoint-dir "$dir/checkpoints")
-    study_launch "$dir" "size $size rep $rep" "${command[@]}" || failed=$((failed + 1))
+    command=(mpirun -np "$size" --oversubscribe "$dtrain" "$@" --log-dir "$dir/logs" --checkpoint-dir "$dir/checkpoints"
+             ${shared[@]+"${shared[@]}"})
+    study_launch "$dir" "size $size rep $rep" "$timeout" "${command[@]}" || failed=$((failed + 1))
     [ "$keep_checkpoints" -eq 1 ] || rm -rf "$dir/checkpoints"
   done
 done

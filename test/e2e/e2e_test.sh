@@ -483,7 +483,7 @@ if mount -t tmpfs -o size=64k tmpfs "$full" 2>mount.err; then
   rc_ck=$?
   if [ "$rc_log" -eq 5 ] && grep -q "cannot write '$full/logs/.*': No space left on device" err9a.txt &&
      [ -z "$leftover_log" ] && ! grep -q "Train Epoch" out9a.txt &&
-     [ "$rc_ck" -eq 5 ] && grep -q "cannot write '$full/ck/checkpoint-epoch-000001.pt.tmp': No space left on device" err9b.txt &&
+     [ "$rc_ck" -eq 5 ] && grep -q "cannot write '$full/ck/checkpoint-epoch-000001.pt': No space left on device" err9b.txt &&
      [ -z "$(ls -A "$full/ck" | grep -vxe '.dtrain.lock' -e run_id)" ] &&
      [ "$(grep -c "is only in this node's memory" err9b.txt)" -eq 1 ] &&
      grep -q '"event":"error".*No space left on device' logs9/*/events.jsonl; then
@@ -508,13 +508,13 @@ fi
 resnet=(--workload resnet18 --synthetic --image-size 32 --batch-size 8 --max-steps 3 --epochs 3 --eval-samples 16
         --log-interval 0 --checkpoint-keep 0)
 # kill_mid_write DIR LAUNCH...: runs LAUNCH and kills rank 0's dtrain -9 the moment the checkpoint of epoch 2
-# exists in DIR only as its .tmp.
+# exists in DIR only as its temporary (checkpoint-epoch-000002.pt.<random>.tmp).
 kill_mid_write() {
   /usr/bin/python3 - "$@" <<'PY'
-import os, signal, subprocess, sys, time
+import glob, os, signal, subprocess, sys, time
 ck, launch = sys.argv[1], sys.argv[2:]
 run = subprocess.Popen(launch, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-tmp = os.path.join(ck, "checkpoint-epoch-000002.pt.tmp")
+tmp = os.path.join(ck, "checkpoint-epoch-000002.pt.*.tmp")
 def rank0():
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -526,7 +526,7 @@ def rank0():
             return int(pid)
 deadline = time.time() + 240
 while run.poll() is None and time.time() < deadline:
-    if os.path.exists(tmp):
+    if glob.glob(tmp):
         os.kill(rank0(), signal.SIGKILL)
         run.wait()
         print("killed while", tmp, "was being written; whole:", sorted(f for f in os.listdir(ck) if f.endswith(".pt")))

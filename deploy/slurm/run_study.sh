@@ -101,7 +101,8 @@ for size in $sizes; do
       wait "$submitter"
       code=$?
       kill -0 "$submitter" 2>/dev/null || break
-      [ "$_study_stop" -eq 0 ] || { cancel_submitted; submitted=(); : >"$idfile"; }
+      # Stopped: the jobs are cancelled, and sbatch --wait, which would wait for their end, is not waited for.
+      [ "$_study_stop" -eq 0 ] || { cancel_submitted; submitted=(); : >"$idfile"; kill "$submitter" 2>/dev/null; }
     done
     set -e
     job=$(cat "$idfile")

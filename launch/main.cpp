@@ -49,6 +49,7 @@
 #include "runtime/util/activity.h"
 #include "runtime/util/cpu_budget.h"
 #include "runtime/util/error.h"
+#include "runtime/util/process_stats.h"
 #include "runtime/util/stop_signals.h"
 #include "runtime/util/strings.h"
 #include "runtime/util/terminal.h"
@@ -79,11 +80,21 @@ Failure failure_of(const std::function<void()>& body) {
 }
 
 // train.threads, else what the launcher and the CPUs this process may use allow (cpu_budget.h).
+// Far more threads than cores are refused before any is started (check_thread_count).
 ThreadChoice threads_per_rank(const TrainConfig& config, const Session& session) {
-  if (config.train.threads > 0) return ThreadChoice{static_cast<int>(config.train.threads), "--threads", ""};
-  // A kernel that splits a sum over threads sums in another order with another thread count.
-  if (config.train.deterministic) return ThreadChoice{1, "train.deterministic", ""};
-  return choose_threads(process_environment(), read_cpu_facts(), session.local_world_size());
+  const CpuFacts facts = read_cpu_facts();
+  ThreadChoice choice;
+  if (config.train.threads > 0) {
+    choice = ThreadChoice{static_cast<int>(config.train.threads), "--threads", ""};
+  } else if (config.train.deterministic) {
+    // A kernel that splits a sum over threads sums in another order with another thread count.
+    choice = ThreadChoice{1, "train.deterministic", ""};
+  } else {
+    choice = choose_threads(process_environment(), facts, session.local_world_size());
+  }
+  const std::string warning = check_thread_count(choice, cores_per_rank(facts, session.local_world_size()));
+  if (!warning.empty()) choice.warning += (choice.warning.empty() ? "" : "; ") + warning;
+  return choice;
 }
 
 int ranks_per_host(const Session& session) {
@@ -158,6 +169,14 @@ int remove_memory_copies(const std::string& memory_dir) {
   if (root.empty()) {
     std::cout << "dtrain: checkpoint.memory_dir is off ('" << memory_dir << "'): no copies to remove" << std::endl;
     return kExitSuccess;
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_directory(root, ec)) {
+    print_line_to_stderr("dtrain: error: checkpoint.memory_dir '" + root + "' " +
+                         (std::filesystem::exists(root, ec) ? "is not a directory" : "does not exist") +
+                         " on this node, so it holds no copies to remove; pass the --checkpoint-memory-dir the runs "
+                         "used (their default, auto, is $XDG_RUNTIME_DIR or /dev/shm)");
+    return kExitConfig;
   }
   const MemorySweep sweep = sweep_memory_copies(root, SweepScope::kUnneeded);
   if (!sweep.problem.empty()) {
@@ -645,6 +664,12 @@ int main(int argc, char** argv) {
   // A console that goes away (`dtrain ... | head`) is a failed write, reported and recorded with status 5
   // (docs/failures.md), not a silent death by SIGPIPE.
   std::signal(SIGPIPE, SIG_IGN);
+  // Before any thread or large mapping: too small an address space would stall the start without a word.
+  if (const std::string problem = dtrain::address_space_problem(); !problem.empty()) {
+    dtrain::print_line_to_stderr("dtrain: error: " + problem);
+    dtrain::write_elastic_error_file(dtrain::process_environment(), dtrain::kExitConfig, problem);
+    return dtrain::kExitConfig;
+  }
   const dtrain::LauncherEnv launcher = dtrain::read_launcher_env(dtrain::process_environment());
   // From here a stop signal waits for a step boundary (or the stop timeout) instead of killing the
   // process: the defaults until the configuration is read.

@@ -4,7 +4,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import plots
+from . import outdir, plots
 from .html import write_index
 from .model import find_floors, find_solos, find_sweeps
 from .runs import discover, shown
@@ -27,13 +27,19 @@ def main(argv=None):
                     "directory of dtrain log directories, or launcher outputs with Katib lines and bash time.")
     parser.add_argument("studies", nargs="+", metavar="STUDY_DIR")
     parser.add_argument("--out", required=True, metavar="OUT", help="directory for the report (created)")
+    parser.add_argument("--allow-shared-dirs", action="store_true",
+                        help="use an --out that other users can write, trusting them (refused without it)")
     args = parser.parse_args(argv)
 
     for s in args.studies:
         if not Path(s).is_dir():
             parser.error(f"study directory '{s}' does not exist or is not a directory")
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        outdir.prepare(out, args.allow_shared_dirs)
+    except outdir.OutDirError as e:
+        print(f"dtrain-report: error: {e}", file=sys.stderr)
+        return 2
 
     runs = []
     study_warnings = []  # what was left out, and why
@@ -47,17 +53,21 @@ def main(argv=None):
         print("dtrain-report: error: no runs found in " + ", ".join(args.studies), file=sys.stderr)
         return 3
     tables = build_tables(runs, find_sweeps(args.studies), find_floors(args.studies), find_solos(args.studies))
-    for name, df in tables.items():
-        shown_strings(df).to_csv(out / f"{name}.csv", index=False)
+    try:
+        for name, df in tables.items():
+            outdir.write(out / f"{name}.csv", lambda f, df=df: shown_strings(df).to_csv(f, index=False))
 
-    figures, skipped = [], []
-    for title, draw, table in plots.PLOTS:
-        try:
-            figures.append((title, draw(tables[table], out)))
-        except plots.Skip as why:
-            skipped.append((title, str(why)))
-    warnings = [shown(w) for w in study_warnings + [w for r in runs for w in r.warnings]]
-    write_index(out, [shown(Path(s).resolve().name) for s in args.studies], tables, figures, skipped, warnings)
+        figures, skipped = [], []
+        for title, draw, table in plots.PLOTS:
+            try:
+                figures.append((title, draw(tables[table], out)))
+            except plots.Skip as why:
+                skipped.append((title, str(why)))
+        warnings = [shown(w) for w in study_warnings + [w for r in runs for w in r.warnings]]
+        write_index(out, [shown(Path(s).resolve().name) for s in args.studies], tables, figures, skipped, warnings)
+    except outdir.OutDirError as e:
+        print(f"dtrain-report: error: {e}", file=sys.stderr)
+        return 2
     for w in warnings:
         print(f"dtrain-report: warning: {w}", file=sys.stderr)
     n_png = sum(len(paths) for _, paths in figures)

@@ -3,6 +3,8 @@
 import html
 import math
 
+from . import outdir
+
 SUMMARY_COLUMNS = ["run", "platform", "nodes", "ranks", "accelerator", "repetition", "workload", "result",
                    "wall_s", "train_s", "epochs", "final_test_accuracy", "final_test_loss", "samples_per_s",
                    "tflops_achieved", "mfu", "peak_gpu_util_percent", "peak_rss_bytes", "bytes_allreduced_per_step",
@@ -103,4 +105,4 @@ def write_index(out_dir, studies, tables, figures, skipped, warnings):
         parts += [f"<li>{html.escape(w)}</li>" for w in warnings]
         parts.append("</ul>")
     parts.append("</body></html>\n")
-    (out_dir / "index.html").write_text("".join(parts))
+    outdir.write(out_dir / "index.html", lambda f: f.write("".join(parts)))

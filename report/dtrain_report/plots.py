@@ -10,6 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from . import outdir  # noqa: E402
 from .tables import is_metric  # noqa: E402
 
 DPI = 110
@@ -54,7 +55,7 @@ def groups(df, keys):
 
 def save(fig, out_dir, name):
     path = out_dir / name
-    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    outdir.write(path, lambda f: fig.savefig(f, format="png", dpi=DPI, bbox_inches="tight"), binary=True)
     plt.close(fig)
     return path
 
@@ -148,7 +149,7 @@ def resource_series(samples, out_dir):
     """Per run: CPU, memory, GPU and network use of every rank over time."""
     if samples is None or len(samples) == 0:
         raise Skip("no run has resource samples (dtrain --sample-interval-s)")
-    (out_dir / "resources").mkdir(exist_ok=True)
+    outdir.subdir(out_dir, "resources")
     written = []
     for run_id, df in samples.groupby("run", sort=True):
         panels = [("cpu_percent", "CPU: process time, % of one core", "%", 1.0),

@@ -4,13 +4,15 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
+#include <filesystem>
 
 #include "runtime/log/run_logger.h"
+#include "runtime/util/error.h"
+#include "runtime/util/file_io.h"
 
 namespace dtrain {
 namespace {
@@ -19,6 +21,8 @@ using Clock = std::chrono::steady_clock;
 
 // A response body is read for its error message only.
 constexpr size_t kMaxResponseBytes = 4096;
+// A projected service-account token (a JWT) is 1-2 KiB.
+constexpr size_t kMaxTokenBytes = 65536;
 
 std::string env_or_empty(const char* name) {
   const char* value = std::getenv(name);
@@ -32,13 +36,27 @@ size_t keep_response(char* data, size_t size, size_t count, void* user) {
   return bytes;
 }
 
-// The server's error: a metav1.Status-style object's message, else the start of the body.
+// The server's error: a metav1.Status-style object's message, else the start of the body; printable.
 std::string response_message(const std::string& body) {
   const nlohmann::json parsed = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_object() && parsed.contains("message") && parsed["message"].is_string()) {
-    return parsed["message"].get<std::string>();
+    return printable(parsed["message"].get<std::string>());
   }
-  return body.substr(0, 200);
+  return printable(body);
+}
+
+// A part of a URL as libcurl's parser sees it, or "" where it has none (or the URL does not parse).
+std::string url_part(const std::string& url, CURLUPart part) {
+  CURLU* handle = curl_url();
+  if (handle == nullptr) return "";
+  std::string value;
+  char* text = nullptr;
+  if (curl_url_set(handle, CURLUPART_URL, url.c_str(), 0) == CURLUE_OK && curl_url_get(handle, part, &text, 0) == CURLUE_OK) {
+    value = text;
+    curl_free(text);
+  }
+  curl_url_cleanup(handle);
+  return value;
 }
 
 // A metric's value as Trainer stores it: text, at most 64 characters.
@@ -74,6 +92,50 @@ std::optional<TrainerStatusEndpoint> trainer_status_endpoint_from_env() {
                                  env_or_empty("KUBEFLOW_TRAINER_SERVER_CA_CERT")};
   if (endpoint.url.empty()) return std::nullopt;
   return endpoint;
+}
+
+std::string printable(const std::string& text, size_t max_chars) {
+  std::string out;
+  for (const char c : text.substr(0, max_chars)) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return text.size() > max_chars ? out + "..." : out;
+}
+
+std::string shown_url(const std::string& url) {
+  std::string shown = url;
+  if (!url_part(url, CURLUPART_PASSWORD).empty()) {
+    CURLU* handle = curl_url();
+    char* text = nullptr;
+    if (handle != nullptr && curl_url_set(handle, CURLUPART_URL, url.c_str(), 0) == CURLUE_OK &&
+        curl_url_set(handle, CURLUPART_PASSWORD, "***", 0) == CURLUE_OK && curl_url_get(handle, CURLUPART_URL, &text, 0) == CURLUE_OK) {
+      shown = text;
+      curl_free(text);
+    } else {
+      shown = "(KUBEFLOW_TRAINER_SERVER_URL, not shown: it holds a password)";
+    }
+    if (handle != nullptr) curl_url_cleanup(handle);
+  }
+  return printable(shown, 512);
+}
+
+std::string insecure_credentials(const TrainerStatusEndpoint& endpoint) {
+  std::string scheme = url_part(endpoint.url, CURLUPART_SCHEME);
+  std::transform(scheme.begin(), scheme.end(), scheme.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (scheme == "https") return "";
+  const bool password = !url_part(endpoint.url, CURLUPART_PASSWORD).empty();
+  if (endpoint.token_file.empty() && !password) return "";
+  return "KUBEFLOW_TRAINER_SERVER_URL (" + shown_url(endpoint.url) + ") is not https, and the " +
+         (password ? "password in it" : "bearer token in KUBEFLOW_TRAINER_SERVER_TOKEN's file") +
+         " would cross the network in the clear: dtrain sends credentials over https only, so it posts no progress "
+         "to Kubeflow Trainer's status server; give the server's https URL";
 }
 
 std::string trainer_status_body(const TrainerStatus& status, std::time_t now) {
@@ -168,14 +230,19 @@ void TrainerStatusPoster::loop() {
 bool TrainerStatusPoster::post(const TrainerStatus& status, std::string& error) const {
   std::string token;
   if (!endpoint_.token_file.empty()) {
-    // Read for every post: the projected token rotates.
-    std::ifstream in(endpoint_.token_file);
-    std::stringstream text;
-    text << in.rdbuf();
-    token = text.str();
+    // Read for every post: the projected token rotates. A service-account token is a few KiB; the read is
+    // bounded and never waits on a FIFO.
+    try {
+      const std::filesystem::path path(endpoint_.token_file);
+      token = read_small_file(Directory::open(path.parent_path().empty() ? "." : path.parent_path().string(), false),
+                              path.filename().string(), kMaxTokenBytes);
+    } catch (const IoError& e) {
+      error = "cannot read the token in KUBEFLOW_TRAINER_SERVER_TOKEN's file: " + e.message();
+      return false;
+    }
     token.erase(token.find_last_not_of(" \t\r\n") + 1);
-    if (!in || token.empty()) {
-      error = "cannot read the token in KUBEFLOW_TRAINER_SERVER_TOKEN's file '" + endpoint_.token_file + "'";
+    if (token.empty()) {
+      error = "the token file in KUBEFLOW_TRAINER_SERVER_TOKEN, '" + endpoint_.token_file + "', is empty";
       return false;
     }
   }
@@ -215,11 +282,11 @@ bool TrainerStatusPoster::post(const TrainerStatus& status, std::string& error) 
   curl_slist_free_all(headers);
   curl_easy_cleanup(curl);
   if (code != CURLE_OK) {
-    error = "POST " + endpoint_.url + ": " + (curl_error[0] != '\0' ? curl_error : curl_easy_strerror(code));
+    error = "POST " + shown_url(endpoint_.url) + ": " + printable(curl_error[0] != '\0' ? curl_error : curl_easy_strerror(code));
     return false;
   }
   if (http_status != 200) {
-    error = "POST " + endpoint_.url + " answered HTTP " + std::to_string(http_status) + ": " + response_message(response);
+    error = "POST " + shown_url(endpoint_.url) + " answered HTTP " + std::to_string(http_status) + ": " + response_message(response);
     return false;
   }
   return true;
@@ -227,9 +294,16 @@ bool TrainerStatusPoster::post(const TrainerStatus& status, std::string& error) 
 
 TrainerStatusReporter::TrainerStatusReporter(TrainerStatusEndpoint endpoint, int64_t epochs, RunLogger& logger,
                                              double min_interval_s, double timeout_s)
-    : poster_(std::move(endpoint), min_interval_s, timeout_s), epochs_(std::max<int64_t>(1, epochs)), logger_(logger) {}
+    : refused_(insecure_credentials(endpoint)), epochs_(std::max<int64_t>(1, epochs)), logger_(logger) {
+  if (!refused_.empty()) {
+    logger_.warning(refused_);
+    return;
+  }
+  poster_.emplace(std::move(endpoint), min_interval_s, timeout_s);
+}
 
 void TrainerStatusReporter::progress(const ProgressInfo& progress) {
+  if (!poster_) return;
   warn_once();
   TrainerStatus status;
   const int64_t planned = progress.epoch_samples > 0 ? progress.epoch_samples : progress.samples_total;
@@ -242,10 +316,11 @@ void TrainerStatusReporter::progress(const ProgressInfo& progress) {
   status.metrics.emplace_back("epoch", std::to_string(progress.epoch));
   add_metrics(status, "train_", progress.metrics);
   if (progress.samples_per_s > 0) status.metrics.emplace_back("samples_per_s", metric_text(progress.samples_per_s));
-  poster_.offer(std::move(status));
+  poster_->offer(std::move(status));
 }
 
 void TrainerStatusReporter::epoch_ended(const EpochStats& stats) {
+  if (!poster_) return;
   warn_once();
   TrainerStatus status;
   status.progress_percent = std::min(99, static_cast<int>(100 * stats.epoch / epochs_));
@@ -254,24 +329,25 @@ void TrainerStatusReporter::epoch_ended(const EpochStats& stats) {
   add_metrics(status, "", stats.test);  // the Katib line's: accuracy, loss
   add_metrics(status, "train_", stats.train);
   if (stats.samples_per_s > 0) status.metrics.emplace_back("samples_per_s", metric_text(stats.samples_per_s));
-  poster_.offer(std::move(status));
+  poster_->offer(std::move(status));
 }
 
 void TrainerStatusReporter::run_ending(RunSummary& summary) {
+  if (!poster_) return;
   TrainerStatus status;
   status.progress_percent = 100;
   status.remaining_s = 0;
   add_metrics(status, "", summary.final_test);
-  poster_.offer(std::move(status));
-  poster_.flush();
+  poster_->offer(std::move(status));
+  poster_->flush();
   warn_once();
-  const TrainerStatusCounts counts = poster_.counts();
+  const TrainerStatusCounts counts = poster_->counts();
   summary.trainer_status = StatusPosts{counts.posted, counts.failed};
 }
 
 void TrainerStatusReporter::warn_once() {
   if (warned_) return;
-  const TrainerStatusCounts counts = poster_.counts();
+  const TrainerStatusCounts counts = poster_->counts();
   if (counts.failed == 0) return;
   warned_ = true;
   logger_.warning("progress for Kubeflow Trainer's status server was not posted (" + counts.first_error +

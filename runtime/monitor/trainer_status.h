@@ -36,6 +36,17 @@ struct TrainerStatusEndpoint {
 // The endpoint from Trainer's variables, or nullopt where KUBEFLOW_TRAINER_SERVER_URL is unset or empty.
 std::optional<TrainerStatusEndpoint> trainer_status_endpoint_from_env();
 
+// Why `endpoint` must not be posted to, or "": a bearer token (or a password in the URL) over plain http
+// would cross the network in the clear, so dtrain sends credentials over https only.
+std::string insecure_credentials(const TrainerStatusEndpoint& endpoint);
+
+// `url` as messages show it: a password in it replaced by "***", control characters escaped.
+std::string shown_url(const std::string& url);
+
+// Text from a server (or any text from outside) as messages show it: control characters (a terminal's
+// escape sequences, newlines that would forge a log line) as \xNN, at most `max_chars` characters.
+std::string printable(const std::string& text, size_t max_chars = 200);
+
 // One update, in the request's terms (Trainer's UpdateTrainJobStatusRequest).
 struct TrainerStatus {
   std::optional<int> progress_percent;    // 0..100
@@ -88,7 +99,9 @@ class TrainerStatusPoster {
 // The observer rank 0 runs where Trainer's variables are set: an update at each progress line (the
 // epoch's share of the run, the run's time left, the training loss and samples/s), at each epoch's end
 // (its test metrics too) and the last one at the run's end, sent before the run_end record, which
-// counts the posts (trainer_status_posts, trainer_status_failures). The first failure is one warning.
+// counts the posts (trainer_status_posts, trainer_status_failures). The first failure is one warning. An
+// endpoint whose credentials would travel in the clear (insecure_credentials) is not posted to at all,
+// and said so at the start.
 class TrainerStatusReporter final : public RunObserver {
  public:
   TrainerStatusReporter(TrainerStatusEndpoint endpoint, int64_t epochs, RunLogger& logger,
@@ -101,7 +114,8 @@ class TrainerStatusReporter final : public RunObserver {
  private:
   void warn_once();
 
-  TrainerStatusPoster poster_;
+  std::string refused_;  // insecure_credentials(): nothing is posted
+  std::optional<TrainerStatusPoster> poster_;
   int64_t epochs_;
   RunLogger& logger_;
   bool warned_ = false;

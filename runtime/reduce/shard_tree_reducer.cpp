@@ -23,11 +23,18 @@ int log2_of(int64_t n) {
 }  // namespace
 
 void check_shard_split(int64_t shards, int ranks) {
-  if (!power_of_two(ranks) || shards % ranks != 0) {
-    throw ConfigError("train.deterministic: " + std::to_string(ranks) + " ranks cannot share the " + std::to_string(shards) +
-                      " shards of train.shards; the world size must be a power of two that divides them (1, 2, 4, ... " +
-                      std::to_string(shards) + " ranks), or choose --shards for this world size");
+  if (power_of_two(ranks) && shards % ranks == 0) return;
+  std::string sizes;  // the world sizes that can share them: the powers of two up to `shards`
+  for (int64_t n = 1; n <= shards; n *= 2) sizes += (sizes.empty() ? "" : n * 2 > shards ? " or " : ", ") + std::to_string(n);
+  const std::string what = "train.deterministic: " + std::to_string(ranks) + " ranks cannot share the " +
+                           std::to_string(shards) + " shards of train.shards: the shards' gradients are summed in a "
+                           "binary tree, so the world size must be a power of two that divides them (" + sizes + " ranks)";
+  if (!power_of_two(ranks)) {
+    // No --shards helps here: a power of two is never divided by a world size that is not one.
+    throw ConfigError(what + "; run on " + sizes + " ranks, or without --deterministic");
   }
+  throw ConfigError(what + "; run on " + sizes + " ranks, or pass --shards " + std::to_string(ranks) +
+                    " or more (a power of two; the bits then differ from runs with " + std::to_string(shards) + " shards)");
 }
 
 std::vector<int64_t> shard_order(int64_t shards_per_rank) {

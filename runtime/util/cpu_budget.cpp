@@ -171,4 +171,21 @@ ThreadChoice choose_threads(const std::function<std::optional<std::string>(const
                       usable.source + " / " + std::to_string(local_ranks) + " ranks on the node", warning};
 }
 
+std::string check_thread_count(const ThreadChoice& choice, double cores) {
+  cores = std::max(cores, 0.01);
+  const int whole = std::max(1, static_cast<int>(std::ceil(cores - 1e-9)));
+  if (choice.threads <= whole) return "";
+  char ratio[32];
+  std::snprintf(ratio, sizeof ratio, "%.0f", choice.threads / cores);
+  const std::string what = choice.source + " asks for " + std::to_string(choice.threads) + " intra-op threads per rank, " +
+                           ratio + " times the " + cores_text(cores) + (cores == 1.0 ? " core" : " cores") +
+                           " this rank may use";
+  if (choice.threads > 64 && choice.threads > kMaxThreadsPerCore * cores) {
+    throw ConfigError(what + ": threads that outnumber the cores this far spin against each other and stall the run "
+                             "(1024 on 2 cores: half a minute before the first line). Set it to at most " +
+                      std::to_string(whole) + ", or leave it unset (and --threads 0) for dtrain to choose");
+  }
+  return what + ": they will contend for the cores; " + std::to_string(whole) + " would not";
+}
+
 }  // namespace dtrain

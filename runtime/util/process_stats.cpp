@@ -1,9 +1,9 @@
 #include "runtime/util/process_stats.h"
 
 #include <sys/resource.h>
-
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -53,6 +53,23 @@ double process_start_unix_s() {
   const long ticks_per_s = sysconf(_SC_CLK_TCK);
   if (boot_s <= 0 || ticks_per_s <= 0) return 0.0;
   return static_cast<double>(boot_s) + static_cast<double>(start_ticks) / static_cast<double>(ticks_per_s);
+}
+
+std::string address_space_problem() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= kMinAddressSpaceBytes) {
+    return "";
+  }
+  const auto gib = [](uint64_t bytes) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.2f GiB", static_cast<double>(bytes) / (uint64_t{1} << 30));
+    return std::string(text);
+  };
+  return "the address-space limit (ulimit -v) is " + std::to_string(limit.rlim_cur / 1024) + " KiB (" + gib(limit.rlim_cur) +
+         "), below the " + gib(kMinAddressSpaceBytes) + " dtrain needs to start: its libraries alone map about 1.3 GiB, and "
+         "under a smaller limit its BLAS retries its buffers for ever instead of failing. Raise it (ulimit -v " +
+         std::to_string(kMinAddressSpaceBytes / 1024) + ", or unlimited; a batch system's memory option rather than a "
+         "virtual-memory one), with room for the model and its data (docs/failures.md)";
 }
 
 }  // namespace dtrain

@@ -108,6 +108,8 @@ def cases(root, checkpoint):
     for value in ["999999", "5000"]:
         add(f"OMP_NUM_THREADS={value}", FAST, CONFIG, f"OMP_NUM_THREADS={value} asks for more intra-op threads per "
             "rank than dtrain takes (1 to 1024)", ranks=2, env={"OMP_NUM_THREADS": value})
+    add("OMP_NUM_THREADS 1024 on this machine's cores: refused before any thread starts", FAST, CONFIG,
+        f"OMP_NUM_THREADS=1024 asks for 1024 intra-op threads per rank", ranks=2, env={"OMP_NUM_THREADS": "1024"})
     add("OMP_NUM_THREADS garbage", FAST, 0, "dtrain: warning: ignoring OMP_NUM_THREADS='many', which is not a positive "
         "number of threads", env={"OMP_NUM_THREADS": "many"})
     for flag, choices in [("optimizer", "adadelta|sgd|adam|adamw"), ("precision", "fp32|bf16|fp16"), ("backend", "auto|mpi|nccl|gloo"),
@@ -146,6 +148,11 @@ def cases(root, checkpoint):
         "train.deterministic: the biggan step updates the discriminator, then the generator, on every batch")
     add("--deterministic with 6 shards", FAST + ["--deterministic", "--shards", "6"], CONFIG,
         "train.shards (from --shards) must be a power of two")
+    add("--remove-memory-copies where the memory directory does not exist", ["--remove-memory-copies",
+        "--checkpoint-memory-dir", "/nonexistent-dtrain-memory"], CONFIG,
+        "checkpoint.memory_dir '/nonexistent-dtrain-memory' does not exist on this node, so it holds no copies to remove")
+    add("--deterministic on 3 ranks: advice a user can follow", FAST + ["--deterministic"], CONFIG,
+        "run on 1, 2, 4 or 8 ranks, or without --deterministic", ranks=3)
     add("--deterministic, more ranks than shards", FAST + ["--deterministic", "--shards", "1"], CONFIG,
         "train.deterministic: 2 ranks cannot share the 1 shards of train.shards", ranks=2)
     add("--deterministic, a global batch the shards do not divide", FAST + ["--deterministic", "--global-batch-size", "100"],

@@ -7,11 +7,12 @@ request is appended to --log as one JSON line: the path, the token, whether it w
 what was wrong with it.
 
   trainer_status_server.py --cert server.pem --key server.key --tokens tokens.txt --log posts.jsonl \\
-      --port-file port [--mode ok|slow|refuse]
+      --port-file port [--mode ok|slow|refuse|hostile]
 
 --tokens names a file of the tokens accepted now, one per line, read at every request, so that a test
 revokes a token by rewriting it. ok: 200 for a valid request with an accepted token, 401 for a bad token,
-422 for a bad body (metav1.Status-style JSON, as Trainer answers); slow: no answer for 30 s; refuse: 403.
+422 for a bad body (metav1.Status-style JSON, as Trainer answers); slow: no answer for 30 s; refuse: 403;
+hostile: 500 with a message of terminal escape sequences and a newline that would forge a log line.
 """
 import argparse
 import datetime
@@ -64,7 +65,7 @@ def main():
     p.add_argument("--tokens", required=True)
     p.add_argument("--log", required=True)
     p.add_argument("--port-file", required=True)
-    p.add_argument("--mode", choices=["ok", "slow", "refuse"], default="ok")
+    p.add_argument("--mode", choices=["ok", "slow", "refuse", "hostile"], default="ok")
     args = p.parse_args()
     lock = threading.Lock()
 
@@ -95,6 +96,9 @@ def main():
             if args.mode == "slow":
                 time.sleep(30)
                 return
+            if args.mode == "hostile":
+                return self.reply(500, {"kind": "Status", "status": "Failure", "code": 500,
+                                        "message": "\x1b[2J\x1b[31mpwned\ndtrain: error: forged line\x07"})
             if args.mode == "refuse":
                 return self.reply(403, {"kind": "Status", "status": "Failure", "message": "Forbidden", "code": 403})
             if self.path != PATH:

@@ -7,6 +7,9 @@
 #   bad token  refused (401): training finishes, one warning, run_end counts the failures
 #   down       nothing listens at the URL: the same
 #   slow       the server never answers: the posts time out and training finishes
+#   hostile    a URL with a password, a server whose message holds terminal escapes and a forged line: the
+#              warning shows neither the password nor a raw control character
+#   plain http a token is never sent in the clear: nothing is posted, one warning says why
 # Each case prints the run's training time beside the baseline run without a server.
 # Usage: trainer_status_test.sh DTRAIN MPIEXEC [MPIEXEC_FLAGS]
 set -uo pipefail
@@ -144,6 +147,28 @@ start=$SECONDS
 status_run slow "https://127.0.0.1:$port$path" client-token
 rc=$?
 expect_failure slow "a server that never answers (the run took $((SECONDS - start)) s)" "timed out\|Timeout" $rc
+
+# --- a password in the URL and a hostile server's text; a token over plain http ------------------------------
+echo t1 >hostile.tokens
+start_server hostile hostile
+status_run hostile "https://dtrain:s3cret@127.0.0.1:$port$path" client-token
+rc=$?
+expect_failure hostile "a server answering with terminal escapes" 'answered HTTP 500: \\x1b\[2J\\x1b\[31mpwned\\x0adtrain: error: forged line\\x07' $rc
+if ! grep -q "s3cret" hostile.out && grep -q "https://dtrain:\*\*\*@127.0.0.1" hostile.out && ! grep -q $'\x1b' hostile.out &&
+   ! grep -q "^dtrain: error: forged line" hostile.out; then
+  pass "the URL's password is never printed (shown as ***), and the server's control characters are escaped"
+else
+  fail "hostile server: password or control characters printed"; cat -v hostile.out
+fi
+status_run plain "http://127.0.0.1:$closed$path" client-token
+rc=$?
+read -r plain_s plain_posts _ <<<"$(figures plain)"
+if [ "$rc" -eq 0 ] && [ "$(grep -c "is not https, and the bearer token in KUBEFLOW_TRAINER_SERVER_TOKEN's file would cross the network in the clear" plain.out)" -eq 1 ] &&
+   [ "$plain_posts" = none ] && grep -q "metricName: accuracy" plain.out; then
+  pass "a token is never sent over plain http: nothing posted, one warning at the start (training ${plain_s} s)"
+else
+  fail "plain http (exit $rc, posts '$plain_posts')"; cat plain.out
+fi
 
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -317,6 +317,7 @@ def main():
         check(proc.returncode == 2 and "does not exist" in proc.stderr, f"missing study: {proc.returncode} {proc.stderr}")
 
         check_hostile_study(report, root, studies["plain"] / "n1-rep1")
+        check_planted(report, root, studies["study-local"] / "n01-r1")
 
 
 def check_hostile_study(report, root, run_dir):
@@ -342,7 +343,7 @@ def check_hostile_study(report, root, run_dir):
         # root reads any directory: the report runs as another user, to whom "locked" is closed.
         command = ["setpriv", "--reuid=23456", "--regid=23456", "--clear-groups"] + command
         out.mkdir()
-        os.chmod(out, 0o777)
+        os.chown(out, 23456, 23456)  # the report's --out is its user's own
         for d in [root, hostile]:
             os.chmod(d, 0o755)
         subprocess.run(["chmod", "-R", "a+rX", str(hostile)], check=True)
@@ -365,6 +366,51 @@ def check_hostile_study(report, root, run_dir):
     for csv_file in out.glob("*.csv"):
         csv_file.read_bytes().decode("utf-8")  # raises if any output is not UTF-8
     print(f"report_test: hostile study: {len(runs)} runs reported, the unreadable and foreign ones named")
+
+
+def check_planted(report, root, run_dir):
+    """What another user may leave in a shared study or --out: labels.yaml as an alias bomb (a few KiB that
+    expand to billions of nodes), links under the report's own file names in --out. The bomb is refused at
+    once and named, the links are replaced and not written through, and an --out that every user can write
+    is refused unless --allow-shared-dirs says it is meant."""
+    import shutil
+    import time
+    study = root / "planted"
+    shutil.copytree(run_dir, study / "n01-r1")
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n" for i in range(9))
+    (study / "n01-r1" / "labels.yaml").write_text(bomb + "platform: local\n")
+    out = root / "r-planted"
+    out.mkdir()
+    victim = root / "victim.txt"
+    victim.write_text("precious\n")
+    for name in ("index.html", "runs.csv", "epochs.png"):
+        os.symlink(victim, out / name)
+    os.symlink(victim, out / "resources")
+    started = time.monotonic()
+    proc = subprocess.run(report + [str(study), "--out", str(out)], capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - started
+    check(proc.returncode == 2 and "'" + str(out / "resources") + "' is in the way" in proc.stderr,
+          f"planted: a link as the resources directory is refused: {proc.returncode} {proc.stderr[-600:]}")
+    os.unlink(out / "resources")
+    started = time.monotonic()
+    proc = subprocess.run(report + [str(study), "--out", str(out)], capture_output=True, text=True, timeout=120)
+    took = max(took, time.monotonic() - started)
+    check(proc.returncode == 0, f"planted: exit {proc.returncode}: {proc.stderr[-2000:]}")
+    check("labels.yaml: found an alias (*a); labels and results have no use for aliases" in proc.stderr and took < 60,
+          f"planted: the alias bomb is refused at once ({took:.1f} s) and named: {proc.stderr[-1000:]}")
+    check(victim.read_text() == "precious\n" and not (out / "index.html").is_symlink() and
+          not (out / "runs.csv").is_symlink() and "n01-r1" in (out / "runs.csv").read_text(),
+          "planted: the links under the report's names are replaced, the file they named untouched")
+    shared = root / "r-shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    proc = subprocess.run(report + [str(study), "--out", str(shared)], capture_output=True, text=True)
+    check(proc.returncode == 2 and f"--out '{shared}' can be written by every user (mode 0777) and has no sticky bit"
+          in proc.stderr and "--allow-shared-dirs" in proc.stderr, f"planted: a shared --out: {proc.returncode} {proc.stderr}")
+    proc = subprocess.run(report + [str(study), "--out", str(shared), "--allow-shared-dirs"], capture_output=True, text=True)
+    check(proc.returncode == 0, f"planted: a shared --out with --allow-shared-dirs: {proc.returncode} {proc.stderr[-600:]}")
+    print(f"report_test: planted study and --out: the alias bomb refused in {took:.1f} s, links replaced")
 
 
 main()

@@ -13,6 +13,7 @@
 #include "test/support/temp_dir.h"
 
 using namespace dtrain;
+using Catch::Matchers::Contains;
 using dtrain::test::env_of;
 
 namespace {
@@ -53,6 +54,21 @@ TEST_CASE("a launcher's thread count beyond what a rank takes is a configuration
                       "takes (1 to 1024); set it to the cores each rank should use, or pass --threads");
   }
   CHECK(choose_threads(env_of({{"OMP_NUM_THREADS", "1024"}}), facts, 1).threads == 1024);
+}
+
+TEST_CASE("far more threads than a rank's cores are refused before any is started; more than its cores warned", "[threads]") {
+  CHECK_THROWS_WITH(check_thread_count(ThreadChoice{1024, "OMP_NUM_THREADS=1024", ""}, 2.0),
+                    Contains("OMP_NUM_THREADS=1024 asks for 1024 intra-op threads per rank, 512 times the 2 cores this "
+                             "rank may use") && Contains("Set it to at most 2, or leave it unset"));
+  CHECK_THROWS_AS(check_thread_count(ThreadChoice{65, "--threads", ""}, 0.25), ConfigError);
+  // 64 threads are never refused (a big node's rank under a small quota still starts), only warned about.
+  CHECK_THAT(check_thread_count(ThreadChoice{64, "--threads", ""}, 0.25),
+             Contains("--threads asks for 64 intra-op threads per rank, 256 times the 0.25 cores") &&
+                 Contains("they will contend for the cores; 1 would not"));
+  CHECK_THAT(check_thread_count(ThreadChoice{8, "OMP_NUM_THREADS=8", ""}, 1.0), Contains("8 times the 1 core this rank"));
+  CHECK(check_thread_count(ThreadChoice{2, "cores", ""}, 2.0).empty());
+  CHECK(check_thread_count(ThreadChoice{3, "cores", ""}, 2.5).empty());  // a fractional quota, rounded up
+  CHECK_NOTHROW(check_thread_count(ThreadChoice{256, "OMP_NUM_THREADS=256", ""}, 16.0));
 }
 
 TEST_CASE("the usable cores are shared among the ranks of the node", "[threads]") {

@@ -83,8 +83,14 @@ TEST_CASE("the deterministic batch holds the global batch and refuses splits it 
     return test::error_message([&] { plan_deterministic_batch(o, ranks, 0, samples); });
   };
   CHECK(planned(8, 144, 140) == "no error");  // the GCN: one step of all 140 nodes
-  CHECK_THAT(planned(3, 48, 1000), Contains("3 ranks cannot share the 8 shards of train.shards"));
-  CHECK_THAT(planned(16, 64, 1000), Contains("16 ranks cannot share the 8 shards"));
+  // Advice a user can follow: no --shards makes 3 ranks work; 16 ranks work with 16 shards.
+  CHECK(planned(3, 48, 1000) ==
+        "train.deterministic: 3 ranks cannot share the 8 shards of train.shards: the shards' gradients are summed in a "
+        "binary tree, so the world size must be a power of two that divides them (1, 2, 4 or 8 ranks); run on 1, 2, 4 "
+        "or 8 ranks, or without --deterministic");
+  CHECK_THAT(planned(16, 64, 1000), Contains("16 ranks cannot share the 8 shards") &&
+                                        Contains("or pass --shards 16 or more (a power of two; the bits then differ "
+                                                 "from runs with 8 shards)"));
   CHECK_THAT(planned(2, 100, 1000),
              Contains("the global batch of 100 samples (train.global_batch_size) is not a multiple of train.shards (8); "
                       "choose --global-batch-size 104 or --shards"));

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -207,6 +208,27 @@ void print_workloads(const WorkloadRegistry& registry, const ConfigSchema& schem
   }
 }
 
+// Who asked this process to stop, and what that usually means: a launcher sends the stop when it ends
+// the job, and mpirun kills the ranks a second or two later, before any record at a step boundary.
+std::string stop_request_text(int signal, pid_t sender) {
+  std::string text = signal_name(signal);
+  if (sender <= 0) return text + " from the terminal or the kernel: stopping at the next step boundary with a checkpoint";
+  std::string command;
+  std::ifstream("/proc/" + std::to_string(sender) + "/comm") >> command;
+  const bool launcher = sender == ::getppid();
+  text += " from pid " + std::to_string(sender) + (command.empty() ? "" : " (" + command) +
+          (launcher ? (command.empty() ? " (" : ", ") + std::string("this rank's launcher)") : command.empty() ? "" : ")") +
+          ": stopping at the next step boundary with a checkpoint";
+  if (launcher && (command == "mpirun" || command == "orted" || command == "mpiexec" || command == "prterun")) {
+    text += ". Open MPI sends it when it ends the job: after a rank died or exited with an error (it then kills "
+            "every rank within seconds, before a checkpoint can be saved; its own message names that rank), or when "
+            "mpirun itself was stopped";
+  } else if (launcher) {
+    text += ". A launcher sends it when the job is being stopped, or when it restarts the group after a failure";
+  }
+  return text;
+}
+
 // The part of a run that failure reports need: where each rank is, the heartbeat that names stuck
 // ranks, and rank 0's run log. Members are declared in the order they may be destroyed in reverse.
 class Job final {
@@ -220,8 +242,11 @@ class Job final {
         registry_(registry),
         schema_(schema),
         joined_unix_s_(joined_unix_s) {}
-  // The stop watchdog's last words refer to this job: gone with it.
-  ~Job() { set_stop_last_words(nullptr); }
+  // The stop watchdog's first and last words refer to this job: gone with it.
+  ~Job() {
+    set_stop_last_words(nullptr);
+    set_stop_first_words(nullptr);
+  }
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
 
@@ -408,7 +433,16 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
   if (failure.failed()) return fail_together(failure);
   // Rank 0's checkpoint copy in memory outlives a failed worker only when an agent will restart it.
   if (session_.is_root() && !session_.elastic_agent()) memory_checkpoints_ = run_config.checkpoint;
+  set_stop_first_words([this](int signal, pid_t sender) {
+    if (RunLogger* logger = log_sink_.load()) logger->warning(stop_request_text(signal, sender));
+  });
   set_stop_last_words([this, checkpoint_dir = run_config.checkpoint.dir](int signal, const std::string& why) {
+    if (signal == 0) {
+      // Not a stop: the process ends for `why` (a worker whose agent is gone), recorded as the error it is.
+      if (RunLogger* logger = log_sink_.load()) logger->error(why, 0, activity_.snapshot());
+      write_elastic_error_file(process_environment(), kExitComm, why);
+      return "the run was " + describe(activity_.snapshot());
+    }
     std::string where = record_stop_at_once(signal, why, checkpoint_dir);
     write_elastic_error_file(process_environment(), kExitSignalBase + signal,
                              "stopped at once by " + signal_name(signal) + ": " + why + " (" + where + ")");
@@ -641,11 +675,13 @@ std::unique_ptr<Session> start_session(int* argc, char*** argv, const LauncherEn
     const TorchEnv env = read_torch_env(process_environment());
     // A worker whose agent is gone can only hold the others up: end it at once, from the watcher's
     // thread, whatever this worker is waiting for.
+    // Rank 0 records it in its run log (as an `error` record) first, once there is one.
     auto on_agent_gone = [origin = ErrorOrigin{env.rank, env.world_size, {}}](pid_t agent) {
-      dtrain::print_line_to_stderr(
-          origin.prefix() + "dtrain: error: the torchrun agent that started this worker (pid " + std::to_string(agent) +
-          ") is gone; stopping, so that the other workers fail fast and their agents restart without this one");
-      std::_Exit(kExitComm);
+      end_process_at_once(kExitComm,
+                          "the torchrun agent that started this worker (pid " + std::to_string(agent) +
+                              ") is gone; stopping, so that the other workers fail fast and their agents restart "
+                              "without this one",
+                          origin.prefix());
     };
     return std::make_unique<StoreSession>(env, comm.timeout_s, on_agent_gone);
   }

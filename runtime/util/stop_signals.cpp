@@ -26,6 +26,7 @@ constexpr unsigned kLastWords_s = 3;
 
 std::atomic<int> first_signal{0};
 std::atomic<int64_t> first_signal_ns{0};
+std::atomic<pid_t> first_sender{0};  // si_pid of the first signal
 std::atomic<bool> second_signal{false};
 std::atomic<int64_t> timeout_ns{25'000'000'000};
 std::atomic<bool> at_step_boundaries{false};
@@ -38,6 +39,7 @@ sem_t wakeup;
 pid_t watchdog_owner = 0;  // the process whose watchdog runs (a forked child needs its own)
 std::mutex last_words_mutex;
 StopLastWords last_words;
+StopFirstWords first_words;  // guarded by last_words_mutex
 
 int64_t monotonic_ns() noexcept {
   timespec now{};
@@ -50,10 +52,13 @@ void say(const char* text) noexcept {
   (void)ignored;
 }
 
+std::atomic<int> exit_status{0};  // 0: 128 + the first signal
+
 // The async-signal-safe exit: for last words that did not finish in time.
 [[noreturn]] void exit_now() noexcept {
   unlink_files_being_written();
-  ::_exit(128 + first_signal.load());
+  const int status = exit_status.load();
+  ::_exit(status != 0 ? status : 128 + first_signal.load());
 }
 
 void on_last_words_timeout(int) {
@@ -61,24 +66,25 @@ void on_last_words_timeout(int) {
   exit_now();
 }
 
+// The last words, bounded: SIGALRM ends the process if they hang (a console or disk that blocks).
+std::string say_last_words(int signal, const std::string& why) {
+  struct sigaction action {};
+  action.sa_handler = on_last_words_timeout;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGALRM, &action, nullptr);
+  ::alarm(kLastWords_s);
+  std::lock_guard<std::mutex> lock(last_words_mutex);
+  if (!last_words) return "";
+  try {
+    return last_words(signal, why);
+  } catch (...) {
+    return "";
+  }
+}
+
 [[noreturn]] void exit_at_once(const std::string& why) {
   const int signal = first_signal.load();
-  std::string where;
-  {
-    // Bounded: SIGALRM ends the process if the last words hang (a console or disk that blocks).
-    struct sigaction action {};
-    action.sa_handler = on_last_words_timeout;
-    sigemptyset(&action.sa_mask);
-    ::sigaction(SIGALRM, &action, nullptr);
-    ::alarm(kLastWords_s);
-    std::lock_guard<std::mutex> lock(last_words_mutex);
-    if (last_words) {
-      try {
-        where = last_words(signal, why);
-      } catch (...) {
-      }
-    }
-  }
+  const std::string where = say_last_words(signal, why);
   const std::string line = "dtrain: " + why + (where.empty() ? "" : " (" + where + ")") + ": exiting at once" +
                            (at_step_boundaries.load() ? "; the newest complete checkpoint is kept\n" : "\n");
   say(line.c_str());
@@ -91,6 +97,15 @@ void watch() {
   sigfillset(&all);
   ::pthread_sigmask(SIG_BLOCK, &all, nullptr);
   while (::sem_wait(&wakeup) != 0) {
+  }
+  if (at_step_boundaries.load()) {
+    std::lock_guard<std::mutex> lock(last_words_mutex);
+    if (first_words) {
+      try {
+        first_words(first_signal.load(), first_sender.load());
+      } catch (...) {
+      }
+    }
   }
   for (;;) {
     const int signal = first_signal.load();
@@ -118,11 +133,12 @@ void watch() {
   }
 }
 
-void on_stop_signal(int signal) {
+void on_stop_signal(int signal, siginfo_t* info, void*) {
   const int saved_errno = errno;
   int none = 0;
   if (first_signal.compare_exchange_strong(none, signal)) {
     first_signal_ns.store(monotonic_ns());
+    first_sender.store(info != nullptr && info->si_code <= 0 ? info->si_pid : 0);  // sent by a process (SI_USER...)
     ::sem_post(&wakeup);
   } else if (monotonic_ns() - first_signal_ns.load() >= kRepeatWindow_ns) {
     second_signal.store(true);
@@ -131,11 +147,15 @@ void on_stop_signal(int signal) {
   errno = saved_errno;
 }
 
-void handle(int signal, void (*handler)(int)) {
+void handle(int signal, bool stop) {
   struct sigaction action {};
-  action.sa_handler = handler;
   sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;  // a read or write of the training thread carries on
+  if (stop) {
+    action.sa_sigaction = on_stop_signal;
+    action.sa_flags = SA_RESTART | SA_SIGINFO;  // a read or write of the training thread carries on
+  } else {
+    action.sa_handler = SIG_DFL;
+  }
   ::sigaction(signal, &action, nullptr);
 }
 
@@ -153,10 +173,10 @@ void install_stop_signals(const StopSignalOptions& options) {
   sigset_t handled;
   sigemptyset(&handled);
   for (const int signal : {SIGTERM, SIGINT, SIGHUP, SIGUSR2}) {
-    handle(signal, on_stop_signal);
+    handle(signal, true);
     sigaddset(&handled, signal);
   }
-  handle(SIGUSR1, options.usr1 ? on_stop_signal : SIG_DFL);
+  handle(SIGUSR1, options.usr1);
   if (options.usr1) sigaddset(&handled, SIGUSR1);
   // A signal mask is inherited across exec: a launcher or container runtime that blocks one of these
   // would keep the stop from ever arriving. Threads started later (MPI's, LibTorch's) inherit this one.
@@ -166,6 +186,19 @@ void install_stop_signals(const StopSignalOptions& options) {
 void set_stop_last_words(StopLastWords words) {
   std::lock_guard<std::mutex> lock(last_words_mutex);
   last_words = std::move(words);
+}
+
+void set_stop_first_words(StopFirstWords words) {
+  std::lock_guard<std::mutex> lock(last_words_mutex);
+  first_words = std::move(words);
+}
+
+void end_process_at_once(int status, const std::string& why, const std::string& prefix) {
+  exit_status.store(status);
+  const std::string where = say_last_words(0, why);
+  const std::string line = prefix + "dtrain: error: " + why + (where.empty() ? "" : " (" + where + ")") + "\n";
+  say(line.c_str());
+  exit_now();
 }
 
 int stop_signal() noexcept { return first_signal.load(); }

@@ -14,6 +14,8 @@
 // srun relay to their workers what the job system also sends to every process of the job.
 #pragma once
 
+#include <sys/types.h>
+
 #include <functional>
 #include <string>
 
@@ -35,9 +37,22 @@ void install_stop_signals(const StopSignalOptions& options);
 // What the process does last when a stop cannot wait (before the run, a second signal, the timeout):
 // called on the watchdog's thread, not in a signal handler, with the signal and why the process exits
 // at once; it records the stop where it can and returns where the run was ("" when unknown), for the
-// message. It must not wait long: after 3 s the process exits without it.
+// message. It must not wait long: after 3 s the process exits without it. Signal 0: the process ends for
+// another reason (end_process_at_once), which `why` gives.
 using StopLastWords = std::function<std::string(int signal, const std::string& why)>;
 void set_stop_last_words(StopLastWords last_words);
+
+// What the process says as soon as a stop signal arrives at a run that stops at its step boundaries:
+// called once, on the watchdog's thread, with the signal and the pid that sent it (0: the kernel, e.g. a
+// terminal's Ctrl-C). A launcher may kill the process a second after that signal (mpirun after losing a
+// rank), long before the step boundary's record: this one is written at once.
+using StopFirstWords = std::function<void(int signal, pid_t sender)>;
+void set_stop_first_words(StopFirstWords first_words);
+
+// Ends the process at once for what is not a signal (a worker whose torchrun agent is gone): the last
+// words are called with signal 0 and `why` (bounded as for a stop), then "<prefix>dtrain: error: <why>"
+// is printed and the process exits with `status`, removing the temporaries of writes in progress.
+[[noreturn]] void end_process_at_once(int status, const std::string& why, const std::string& prefix = "");
 
 // The first stop signal this process received, 0 if none. Async-signal-safe.
 int stop_signal() noexcept;

@@ -17,6 +17,9 @@
 #   (j) SIGTERM while the ranks are still joining (a torchrun-style start whose peer never comes): nothing
 #       to save, so the process exits at once, not after the stop timeout
 #   (k) a console that goes away (`dtrain | head -1`): exit 5 with the error and its record, not SIGPIPE
+#   (l) a rank killed -9 under mpirun: mpirun ends the job with SIGTERM and SIGKILL within seconds; the
+#       survivor's run log says at once who sent its SIGTERM and what that means
+#   (m) torchrun's agent killed -9: its orphaned workers end, rank 0 with an `error` record naming it
 # Usage: signals_test.sh DTRAIN MPIEXEC [MPIEXEC_FLAGS]
 set -uo pipefail
 mpiexec=$2
@@ -258,6 +261,21 @@ elif [ -x "$torchrun" ]; then
   else
     fail "SIGTERM to the entrypoint (exit $rc, record '$sig $saved')"; tail -30 g.out
   fi
+
+  # (m) The agent killed -9: nothing relays a stop; the workers notice their parent is gone.
+  "$torchrun" --log_dir tr-m "${tr_flags[@]}" "$dtrain" "${train[@]}" "${gloo[@]}" --log-dir logs-m --max-steps 100000 \
+    >m.out 2>&1 &
+  job=$!
+  wait_training logs-m && kill -9 "$job"
+  for _ in $(seq 1 40); do pgrep -f "$work/dtrain .*logs-m" >/dev/null || break; sleep 0.25; done
+  left=$(pgrep -f "$work/dtrain .*logs-m" | wc -l)
+  leftovers
+  last=$(tail -n 1 logs-m/*/events.jsonl)
+  if [ "$left" -eq 0 ] && [[ "$last" == *'"event":"error"'*"the torchrun agent that started this worker (pid $job) is gone"*'"rank":0'* ]]; then
+    pass "torchrun's agent killed -9: its workers end, and rank 0's run log ends with an error record naming the agent"
+  else
+    fail "killed agent: $left worker(s) left, last record: $last"; tail -5 m.out
+  fi
 else
   echo "SKIP: no torchrun at $torchrun (Debian: python3-torch)"
 fi
@@ -350,6 +368,19 @@ if [ "$rc" -eq 5 ] && grep -q "dtrain: error: cannot write the console output (s
   pass "a console that goes away (| head -1): exit 5, the error printed and recorded"
 else
   fail "console that goes away (exit $rc)"; cat k.err
+fi
+
+# --- (l) a rank killed under mpirun ------------------------------------------------------------------------
+"$mpiexec" -np 2 $mpi_flags "$dtrain" "${cpu[@]}" "${train[@]}" --max-steps 100000 --log-dir logs-l >l.out 2>&1 &
+job=$!
+wait_training logs-l && kill -9 "$(rank_pid "$dtrain" 1)"
+wait "$job"
+rc=$?
+leftovers
+if [ "$rc" -ne 0 ] && grep -Eq '"event":"warning".*"message":"SIGTERM from pid [0-9]* \((mpirun|mpiexec), this rank.s launcher\): stopping at the next step boundary with a checkpoint. Open MPI sends it when it ends the job: after a rank died' logs-l/*/events.jsonl; then
+  pass "a rank killed -9 under mpirun: rank 0's run log says at once that mpirun is ending the job and why it does (exit $rc)"
+else
+  fail "rank killed under mpirun (exit $rc): $(tail -n 2 logs-l/*/events.jsonl)"; tail -8 l.out
 fi
 
 echo "$failures failure(s)"

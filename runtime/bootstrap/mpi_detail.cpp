@@ -35,7 +35,9 @@ void throw_wait_timeout(const WaitOptions& wait, const std::string& what) {
 }
 
 void wait_mpi_request(MPI_Request* request, const WaitOptions& wait, const std::string& what) {
-  Stopwatch watch;
+  // Looks come at least every 64 polls, each poll at most 250 us apart: a second without one is this
+  // process having been stopped, which does not count against the peers.
+  WaitClock watch(1.0);
   WaitScope scope(wait.activity, what);
   // Open MPI moves a non-blocking collective's data only inside MPI calls, and MPI_Wait itself spins, so
   // a rank waiting for a slower peer or a slow link would burn its CPU share (a pod's quota) doing
@@ -52,7 +54,7 @@ void wait_mpi_request(MPI_Request* request, const WaitOptions& wait, const std::
     int done = 0;
     DTRAIN_MPI_CHECK(MPI_Test(request, &done, MPI_STATUS_IGNORE));
     if (done) return;
-    const double waited = polls % 64 == 0 || pause_ns > kFirstPauseNs ? watch.elapsed_s() : 0.0;
+    const double waited = polls % 64 == 0 || pause_ns > kFirstPauseNs ? watch.waited_s() : 0.0;
     if (waited > wait.timeout_s) throw_wait_timeout(wait, what);
     if (wait.active) {
       if (polls % 4096 == 0) sched_yield();  // with more ranks than cores, let a peer reach the collective

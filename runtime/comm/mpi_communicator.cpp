@@ -112,12 +112,13 @@ class MpiWork final : public Work {
       return;
     }
     WaitScope scope(wait_.activity, what);
-    Stopwatch watch;
+    // Looked at every second at most: a gap of 3 s is this process having been stopped (WaitClock).
+    WaitClock watch(3.0);
     {
       // Blocks: the progress thread wakes it. The deadline is checked every second.
       std::unique_lock<std::mutex> lock(request_->mutex);
       while (!request_->done) {
-        const double left = wait_.timeout_s - watch.elapsed_s();
+        const double left = wait_.timeout_s - watch.waited_s();
         if (left <= 0) detail::throw_wait_timeout(wait_, what);
         request_->completed.wait_for(lock, std::chrono::duration<double>(std::min(left, 1.0)));
       }

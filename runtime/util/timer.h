@@ -19,6 +19,31 @@ class Stopwatch final {
   Clock::time_point start_;
 };
 
+// How long a wait has lasted while this process ran. A gap of more than `gap_s` between two looks
+// (waited_s calls) is time the process did not run: it was stopped (SIGSTOP, a debugger, a frozen VM)
+// or starved. That time is not counted, so that a rank that was stopped does not, once continued, time
+// out at once a collective its healthy peers were waiting in, and blame them for its own silence. The
+// caller looks often (every poll, or every second), and `gap_s` lies well above that period.
+class WaitClock final {
+ public:
+  explicit WaitClock(double gap_s) : gap_s_(gap_s), start_(Clock::now()), last_(start_) {}
+  double waited_s() {
+    const Clock::time_point now = Clock::now();
+    const double since_last = std::chrono::duration<double>(now - last_).count();
+    if (since_last > gap_s_) paused_s_ += since_last;
+    last_ = now;
+    return std::chrono::duration<double>(now - start_).count() - paused_s_;
+  }
+  double paused_s() const { return paused_s_; }  // the gaps left out so far
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  double gap_s_;
+  Clock::time_point start_;
+  Clock::time_point last_;
+  double paused_s_ = 0.0;
+};
+
 // `when` in UTC with a strftime format.
 inline std::string format_utc(std::time_t when, const char* strftime_format) {
   std::tm utc{};

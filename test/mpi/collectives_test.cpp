@@ -2,6 +2,9 @@
 
 #include <ATen/ATen.h>
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <thread>
 
@@ -10,6 +13,7 @@
 #include "runtime/util/timer.h"
 #include "test/mpi/mpi_test_support.h"
 #include "test/support/gpu.h"
+#include "test/support/skip.h"
 
 using namespace dtrain;
 
@@ -30,6 +34,44 @@ TEST_CASE("allreduce sums and averages across ranks", "[comm][mpi]") {
   at::Tensor counts = at::full({5}, comm->rank(), at::kLong);
   comm->allreduce(counts, ReduceOp::kSum);
   CHECK(counts[4].item<int64_t>() == n * (n - 1) / 2);
+}
+
+TEST_CASE("a rank stopped while it waits does not time out the collective once continued", "[comm][mpi]") {
+  // Rank 1 waits with a 2 s timeout and is stopped (SIGSTOP, as a user or a debugger does) for about 3 s
+  // meanwhile; rank 0 continues it and only then joins. The time rank 1 did not run is not its peers'
+  // fault: continued, it completes instead of timing out at once and blaming rank 0. Both waits run: the
+  // one the caller polls, and the one a progress thread serves.
+  const Session& s = test::session();
+  if (s.world_size() != 2) {
+    DTRAIN_SKIP("the stop-and-continue case runs with 2 ranks");
+  }
+  for (const bool progress_thread : {false, true}) {
+    auto comm = std::make_unique<MpiCommunicator>(s, WaitOptions{s.rank() == 1 ? 2.0 : 60.0, nullptr, {}}, progress_thread);
+    at::Tensor pid = at::full({2}, 0, at::kLong);
+    pid[s.rank()] = static_cast<int64_t>(::getpid());
+    comm->allreduce(pid, ReduceOp::kSum);
+    at::Tensor t = at::full({1000}, static_cast<float>(s.rank() + 1), at::kFloat);
+    std::string error = "no error";
+    if (s.rank() == 1) {
+      std::thread stopper([] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        ::kill(::getpid(), SIGSTOP);
+      });
+      try {
+        comm->allreduce(t, ReduceOp::kSum);
+      } catch (const CommError& e) {
+        error = e.what();
+      }
+      stopper.join();
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(3300));
+      ::kill(static_cast<pid_t>(pid[1].item<int64_t>()), SIGCONT);
+      comm->allreduce(t, ReduceOp::kSum);
+    }
+    INFO("progress thread " << progress_thread);
+    CHECK(error == "no error");
+    CHECK(at::all(t == 3.0f).item<bool>());
+  }
 }
 
 TEST_CASE("several asynchronous allreduces can be in flight at once", "[comm][mpi]") {

@@ -54,6 +54,50 @@ class UsageError(Exception):
     pass
 
 
+# Kubernetes' own limits, checked here so that a job the API server would refuse is refused at once,
+# in one line: a namespace is a DNS-1123 label; replicas are int32.
+NAMESPACE_RE = re.compile(r"^(?=.{1,63}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+INT32_MAX = 2**31 - 1
+# A resource quantity (k8s.io/apimachinery resource.Quantity): a decimal number with a binary (Ki, Mi,
+# ...), decimal (m, k, M, ...) or exponent suffix.
+QUANTITY_RE = re.compile(r"^\+?(\d+(\.\d*)?|\.\d+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?\d+)?$")
+QUANTITY_SCALE = {"": 1, "n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
+                  "E": 1e18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+
+
+def quantity_value(text):
+    """The value of a Kubernetes quantity ('500m' = 0.5, '8Gi' = 8 * 2**30), or None when it is not one."""
+    m = QUANTITY_RE.match(text)
+    if not m:
+        return None
+    suffix = m.group(3) or ""
+    if suffix[:1] in ("e", "E"):
+        return float(m.group(1) + suffix)
+    return float(m.group(1)) * QUANTITY_SCALE[suffix]
+
+
+def check_quantity(flag, text, what, example):
+    """`text`, a positive Kubernetes quantity for `flag`, else UsageError in one line."""
+    value = quantity_value(text)
+    if value is None or value <= 0:
+        raise UsageError(f"{flag} must be a positive Kubernetes quantity of {what} (e.g. {example}), got '{text}'")
+
+
+def check_int32(flag, value, least):
+    """`value` of `flag` within [least, 2^31 - 1], the range of the API's int32 fields."""
+    if value < least:
+        raise UsageError(f"{flag} must be {'0 or more' if least == 0 else f'at least {least}'}, got {value}")
+    if value > INT32_MAX:
+        raise UsageError(f"{flag} must be at most {INT32_MAX} (an int32 in the Kubernetes API), got {value}")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose errors are one line and exit 2, as the renderers' own checks are (not the usage)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog.removesuffix('.py')}: {message}\n")
+
+
 # Of a pod's grace period, the seconds left after dtrain's --stop-timeout-s: the ranks' exit, mpirun's or
 # torchrun's own, the container's end.
 STOP_MARGIN_S = 10
@@ -91,7 +135,7 @@ def add_common_arguments(p, workers_help, batch_help, name_help):
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_arguments(p, "worker pods (nodes), e.g. 2, 4, 8, 16, 32", "per rank",
                          "MPIJob name (default dtrain-<workload>-<platform>-<workers>)")
     p.add_argument("--clean-pod-policy", default="Running", choices=["Running", "None", "All"],
@@ -104,8 +148,15 @@ def check_common(args):
     """The checks every dtrain job shares (platform, GPUs, accelerator, epochs, batch, image)."""
     if args.platform not in PLATFORMS:
         raise UsageError(f"unknown platform '{args.platform}'; expected one of: {', '.join(PLATFORMS)}")
-    if args.workers < 1:
-        raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    check_int32("--workers", args.workers, 1)
+    if args.namespace and not NAMESPACE_RE.match(args.namespace):
+        raise UsageError(f"--namespace '{args.namespace}' is not a Kubernetes namespace (a DNS-1123 label: lower case "
+                         f"letters, digits and '-', starting and ending with a letter or digit, at most 63 characters)")
+    if args.cpu:
+        check_quantity("--cpu", args.cpu, "CPU", "8, 7.5 or 500m")
+    if args.memory:
+        check_quantity("--memory", args.memory, "memory", "32Gi")
+    check_quantity("--shm", args.shm, "memory", "8Gi")
     if not 0 <= args.gpus_per_worker <= 16:
         raise UsageError(f"--gpus-per-worker must be in [0, 16], got {args.gpus_per_worker}")
     if args.platform == "gke" and args.gpus_per_worker > 0:
@@ -116,13 +167,13 @@ def check_common(args):
     elif args.accelerator:
         raise UsageError(f"--accelerator applies to GKE GPU jobs only (platform {args.platform}, "
                          f"{args.gpus_per_worker} GPUs per worker)")
-    if args.epochs < 1:
-        raise UsageError(f"--epochs must be at least 1, got {args.epochs}")
+    check_int32("--epochs", args.epochs, 1)
+    if args.grace_s > INT32_MAX:
+        raise UsageError(f"--grace-s must be at most {INT32_MAX}, got {args.grace_s}")
     if args.grace_s < STOP_MARGIN_S + 5:
         raise UsageError(f"--grace-s must be at least {STOP_MARGIN_S + 5} (dtrain needs time to save a checkpoint "
                          f"and stop), got {args.grace_s}")
-    if args.batch_size < 1:
-        raise UsageError(f"--batch-size must be at least 1, got {args.batch_size}")
+    check_int32("--batch-size", args.batch_size, 1)
     if not re.match(r"^[a-z0-9][a-z0-9_.-]*$", args.workload):
         raise UsageError(f"--workload '{args.workload}' is not a workload name")
     if not args.image or any(c.isspace() for c in args.image):

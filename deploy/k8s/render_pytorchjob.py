@@ -22,7 +22,7 @@ import argparse
 import shlex
 import sys
 
-from render_mpijob import (HOME, NAME_RE, PLATFORMS, UsageError, add_common_arguments, check_common, check_name, stop_args,
+from render_mpijob import (OneLineParser, check_int32, HOME, NAME_RE, PLATFORMS, UsageError, add_common_arguments, check_common, check_name, stop_args,
                            network_env, place_on_gpus, queue_labels, resources, run, security, to_yaml)
 
 MODES = ("elastic", "plain")
@@ -35,7 +35,7 @@ TORCHRUN_LOG_FLAGS = ["--log_dir", f"{HOME}/torchrun-logs", "--redirects", "1", 
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_arguments(p, "pods (nodes); elastic: the most the job grows to (maxReplicas)",
                          "per rank; elastic: the most a rank takes per pass",
                          "PyTorchJob name (default dtrain-<workload>-<platform>-<mode>-<workers>)")
@@ -60,8 +60,7 @@ def check(args):
             args.min_workers = args.workers
         if not 1 <= args.min_workers <= args.workers:
             raise UsageError(f"--min-workers must be from 1 to --workers ({args.workers}), got {args.min_workers}")
-        if args.max_restarts < 0:
-            raise UsageError(f"--max-restarts must be at least 0, got {args.max_restarts}")
+        check_int32("--max-restarts", args.max_restarts, 0)
         if args.checkpoint_every_steps < 1:
             raise UsageError(f"--checkpoint-every-steps must be at least 1, got {args.checkpoint_every_steps}")
         if not args.checkpoint_pvc:

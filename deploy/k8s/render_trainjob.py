@@ -35,7 +35,7 @@ import argparse
 import shlex
 import sys
 
-from render_mpijob import (HOME, NAME_RE, SSH_PORT, UsageError, add_common_arguments, check_common, mpirun_command,
+from render_mpijob import (OneLineParser, check_int32, HOME, NAME_RE, SSH_PORT, UsageError, add_common_arguments, check_common, mpirun_command,
                            network_env, place_on_gpus, queue_labels, resources, run, security, stop_args)
 from render_pytorchjob import TORCHRUN_LOG_FLAGS
 
@@ -58,7 +58,7 @@ DEFAULT_MAX_RESTARTS = 3
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_arguments(p, "pods (nodes), e.g. 2, 4, 8, 16, 32", "per rank",
                          "TrainJob name (default dtrain-<workload>-<platform>-<launcher>-<workers>)")
     p.add_argument("--launcher", default="torchrun", help="|".join(LAUNCHERS))
@@ -72,8 +72,8 @@ def check(args):
     check_common(args)
     if args.launcher not in LAUNCHERS:
         raise UsageError(f"unknown launcher '{args.launcher}'; expected one of: {', '.join(LAUNCHERS)}")
-    if args.max_restarts is not None and args.max_restarts < 0:
-        raise UsageError(f"--max-restarts must be 0 or more, got {args.max_restarts}")
+    if args.max_restarts is not None:
+        check_int32("--max-restarts", args.max_restarts, 0)
     default = f"dtrain-{args.workload}-{args.platform}-{args.launcher}-{args.workers}".replace("_", "-").replace(".", "-")
     name = args.name or default
     # JobSet names a pod's host <name>-<replicated job>-<job index>-<pod index> under the subdomain <name>.

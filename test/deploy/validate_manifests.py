@@ -30,6 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 RENDER = os.path.join(ROOT, "deploy", "k8s", "render_mpijob.py")
 RENDER_PYTORCHJOB = os.path.join(ROOT, "deploy", "k8s", "render_pytorchjob.py")
+RENDER_TRAINJOB = os.path.join(ROOT, "deploy", "k8s", "render_trainjob.py")
 sys.path.insert(0, os.path.dirname(RENDER))
 import render_mpijob  # noqa: E402
 import render_pytorchjob  # noqa: E402
@@ -427,6 +428,32 @@ def main():
                     (not said and out.stderr):
                 fail(f"{os.path.basename(script)} gke {accelerator} {image}",
                      f"exit {out.returncode} (expected {code}), expected stderr {said!r}, got {out.stderr!r}")
+
+    # What the API server would refuse is refused by every renderer at once, in one line, exit 2: a namespace
+    # that is not a DNS-1123 label, CPU, memory and /dev/shm that are not Kubernetes quantities, counts
+    # beyond the API's int32 fields, and argparse's own errors (one line, not the usage).
+    for args, said in ((["--namespace", "Team_A"], "--namespace 'Team_A' is not a Kubernetes namespace (a DNS-1123 label"),
+                       (["--namespace", "a" * 64], "is not a Kubernetes namespace"),
+                       (["--cpu", "eight"], "--cpu must be a positive Kubernetes quantity of CPU (e.g. 8, 7.5 or 500m), got 'eight'"),
+                       (["--cpu", "-2"], "--cpu must be a positive Kubernetes quantity"),
+                       (["--memory", "32GB"], "--memory must be a positive Kubernetes quantity of memory (e.g. 32Gi), got '32GB'"),
+                       (["--shm", "0"], "--shm must be a positive Kubernetes quantity of memory (e.g. 8Gi), got '0'"),
+                       (["--workers", "4294967296"], "--workers must be at most 2147483647 (an int32 in the Kubernetes API)"),
+                       (["--epochs", "3000000000"], "--epochs must be at most 2147483647"),
+                       (["--workers", "two"], "argument --workers: invalid int value: 'two'")):
+        for script, more in ((RENDER, []), (RENDER_PYTORCHJOB, ["--checkpoint-pvc", "ck"]), (RENDER_TRAINJOB, [])):
+            argv = ["--platform", "gke", "--workers", "2", "--gpus-per-worker", "0", "--image", "r/dtrain:cpu", *more, *args]
+            out = subprocess.run([sys.executable, script, *argv], capture_output=True, text=True)
+            name = os.path.basename(script).removesuffix(".py")
+            if out.returncode != 2 or out.stdout or out.stderr.count("\n") != 1 or \
+                    not out.stderr.startswith(f"{name}: ") or said not in out.stderr:
+                fail(f"{name} {' '.join(args)}", f"exit {out.returncode}, stderr {out.stderr!r} (expected one line with {said!r})")
+    for quantity in ("8", "7.5", "500m", "32Gi", "1e3", "1.5Gi", ".5"):
+        out = subprocess.run([sys.executable, RENDER, "--platform", "gke", "--workers", "2", "--gpus-per-worker", "0",
+                              "--image", "r/dtrain:cpu", "--cpu", quantity, "--memory", "32Gi", "--namespace", "team-a"],
+                             capture_output=True, text=True)
+        if out.returncode != 0:
+            fail(f"render_mpijob --cpu {quantity}", f"a valid quantity refused: {out.stderr}")
 
     # The renderers' image table is runtime/device/cuda_configs.cpp's, which the unit tests hold to the real
     # libraries: image kind, LibTorch and CUDA version, kernels.

@@ -14,6 +14,14 @@
 # terminal's Ctrl-C does not reach it. A second signal is relayed too: dtrain then exits at once.
 # docs/failures.md has every launcher's path.
 set -euo pipefail
+# OpenBLAS, loaded with dtrain, can spin for ever before dtrain's own check runs when an address-space
+# limit (ulimit -v) leaves it no room for its buffers (docs/failures.md, "Memory limits"): refused here.
+vmem=$(ulimit -v)
+if [ "$vmem" != unlimited ] && [ "$vmem" -lt 2097152 ]; then
+  echo "mpirun_local: the address-space limit (ulimit -v) is $vmem KiB; dtrain needs at least 2097152 KiB (2 GiB)" \
+    "to start, and room for its model and data (docs/failures.md, \"Memory limits\")" >&2
+  exit 2
+fi
 flags=()
 [ "$(id -u)" -eq 0 ] && flags+=(--allow-run-as-root)
 args=("$@")

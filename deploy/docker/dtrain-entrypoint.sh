@@ -20,6 +20,14 @@
 # torchrun's agent (it relays to its workers) or, without one, dtrain. The ranks finish their step, save
 # a checkpoint and exit 128 + the signal (docs/failures.md).
 set -euo pipefail
+# OpenBLAS, loaded with dtrain, can spin for ever before dtrain's own check runs when an address-space
+# limit (ulimit -v) leaves it no room for its buffers (docs/failures.md, "Memory limits"): refused here.
+vmem=$(ulimit -v)
+if [ "$vmem" != unlimited ] && [ "$vmem" -lt 2097152 ]; then
+  echo "dtrain-entrypoint: the address-space limit (ulimit -v) is $vmem KiB; dtrain needs at least 2097152 KiB (2 GiB)" \
+    "to start, and room for its model and data (docs/failures.md, \"Memory limits\")" >&2
+  exit 2
+fi
 export HOME=/home/dtrain
 if ! whoami >/dev/null 2>&1 && [ -w /etc/passwd ]; then
   echo "dtrain:x:$(id -u):$(id -g):dtrain:${HOME}:/bin/bash" >>/etc/passwd

@@ -46,7 +46,8 @@ def parse_args(argv):
     p.add_argument("--checkpoint-every-steps", type=int, default=100,
                    help="elastic: checkpoint every this many optimizer steps, so a restart loses at most that")
     p.add_argument("--checkpoint-pvc", default="",
-                   help="a ReadWriteMany PersistentVolumeClaim mounted at ~/dtrain-checkpoints on every pod "
+                   help="a ReadWriteMany PersistentVolumeClaim mounted at ~/dtrain-checkpoints on every pod (the "
+                        "checkpoints go to the job's own directory on it, ~/dtrain-checkpoints/<job name>) "
                         "(required for elastic jobs)")
     return p.parse_args(argv)
 
@@ -77,10 +78,13 @@ def check(args):
     return check_name(args.name or default, args.workers)
 
 
-def dtrain_command(args):
+def dtrain_command(args, name):
     device = ["--device", "cuda", "--backend", "nccl"] if args.gpus_per_worker > 0 else ["--device", "cpu", "--backend", "gloo"]
+    # A directory of the job's own on the claim, made by dtrain: the claim's root belongs to root (and the
+    # pods' fsGroup, group-writable), which dtrain refuses as a directory others can write; the one it
+    # makes belongs to the pods' user, the same in every pod of the namespace.
     dtrain = ["dtrain", "--workload", args.workload, "--epochs", str(args.epochs), "--batch-size", str(args.batch_size),
-              *device, "--log-dir", f"{HOME}/dtrain-logs", "--checkpoint-dir", CHECKPOINTS, *stop_args(args)]
+              *device, "--log-dir", f"{HOME}/dtrain-logs", "--checkpoint-dir", f"{CHECKPOINTS}/{name}", *stop_args(args)]
     if args.mode == "elastic":
         dtrain += ["--checkpoint-every-steps", str(args.checkpoint_every_steps)]
         # The operator's PET_* variables give torchrun --nnodes, --nproc_per_node, the rendezvous and restarts.
@@ -91,12 +95,12 @@ def dtrain_command(args):
     return ["bash", "-c", "time " + shlex.join(command)]
 
 
-def pod_template(args, labels):
+def pod_template(args, labels, name):
     pod_security, container_security = security(args.platform)
     container = {
         "name": "pytorch",  # the operator finds its container by this name
         "image": args.image, "imagePullPolicy": "IfNotPresent",
-        "command": ["dtrain-entrypoint"], "args": dtrain_command(args),
+        "command": ["dtrain-entrypoint"], "args": dtrain_command(args, name),
         "env": network_env(args.platform),
         # The operator's Master service (MASTER_ADDR:MASTER_PORT) forwards this port to rank 0's store.
         "ports": [{"name": "pytorchjob-port", "containerPort": MASTER_PORT}],
@@ -124,7 +128,7 @@ def render(args):
               "dtrain/workers": str(args.workers), "dtrain/launcher": "pytorchjob-" + args.mode}
     if args.accelerator:
         labels["dtrain/accelerator"] = args.accelerator
-    template = pod_template(args, labels)
+    template = pod_template(args, labels, name)
     # A failed timed run must not silently rerun as a new job: restarts are torchrun's, inside the job.
     spec = {"runPolicy": {"cleanPodPolicy": "None", "backoffLimit": 0}}
     if args.mode == "elastic":

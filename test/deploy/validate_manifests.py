@@ -250,6 +250,11 @@ def pytorchjob_contract(what, job, platform, mode, workers, min_workers, gpus, a
             if "/home/dtrain/dtrain-checkpoints" not in mounts or not claims or \
                     mounts["/home/dtrain/dtrain-checkpoints"] != claims[0]["name"]:
                 fail(what, "elastic pods must mount the checkpoint claim at ~/dtrain-checkpoints")
+            # The claim's root is root's and group-writable (fsGroup): dtrain refuses it unless told that the
+            # directory is shared; a directory of the job's own, made by dtrain, it takes.
+            expected_dir = f"/home/dtrain/dtrain-checkpoints/{job['metadata']['name']}"
+            if words[words.index("--checkpoint-dir") + 1] != expected_dir:
+                fail(what, f"elastic pods keep their checkpoints in {expected_dir}, a directory dtrain makes on the claim")
         elif words[0] != "dtrain":
             fail(what, f"plain pods run dtrain directly, got {words[:3]}")
         expected_device = "cuda" if gpus else "cpu"

@@ -95,6 +95,7 @@ cluster_if() { if [ "$(setting overlay)" = vxlan ]; then echo vxlan0; else echo 
 
 node_index() {  # node1 -> 1, checked against the cluster's size
   local node=$1 n
+  [ -s "$state/nodes" ] || die "no cluster '$name' is up (deploy/local/cluster.sh up N)"
   n=$(nodes)
   case "$node" in node[1-9]*) ;; *) die "unknown node '$node' (expected node1..node$n)" ;; esac
   local k=${node#node}
@@ -294,10 +295,16 @@ cluster_up() {
   case "$overlay" in none|vxlan) ;; *) die "--overlay must be none or vxlan, got '$overlay'" ;; esac
   [ "$rate" = none ] || rate_bits "$rate" >/dev/null
   [ "$overlay" = none ] || [ "$mtu" -ge 626 ] || die "--overlay vxlan needs --mtu of at least 626 (50 bytes of encapsulation)"
+  [ -z "$cpu" ] || awk -v c="$cpu" 'BEGIN { exit !(c ~ /^[0-9]*\.?[0-9]+$/ && c > 0) }' ||
+    die "--cpu '$cpu' must be a positive number of cores"
+  awk -v l="$loss" 'BEGIN { exit !(l ~ /^[0-9]*\.?[0-9]+$/ && l < 1) }' ||
+    die "--loss '$loss' must be a fraction in [0, 1) (0.01 = 1%)"
+  local made
+  if ! made=$(mkdir -p -- "$state/uts" 2>&1); then die "cannot create the cluster's state directory '$state': ${made##*: }"; fi
 
   cluster_down
   trap 'status=$?; if [ $status -ne 0 ]; then say "up failed (exit $status); removing what it made"; cluster_down; fi' EXIT
-  mkdir -p "$state/uts"
+  mkdir -p -- "$state/uts"
   {
     echo "rate=$rate"; echo "mtu=$mtu"; echo "loss=$loss"; echo "overlay=$overlay"; echo "cpu=${cpu:-none}"
   } >"$state/settings"
@@ -506,18 +513,21 @@ case "$command" in
     need_root
     [ $# -eq 2 ] || die "cpu: expected NODE CORES"
     [ "$(setting cpu)" != none ] || die "cpu: the cluster was made without --cpu; make it with up N --cpu CORES"
-    set_node_cpu "$(node_index "$1")" "$2" ;;
+    k=$(node_index "$1")
+    set_node_cpu "$k" "$2" ;;
   usage)
     n=$(nodes)
     echo "node user_s system_s throttled_s"
     for k in $(seq 1 "$n"); do echo "node$k $(node_cpu_usage "$k")"; done ;;
-  shape) need_root; [ $# -eq 2 ] || die "shape: expected NODE RATE"; shape_node "$(node_index "$1")" "$2" ;;
-  loss) need_root; [ $# -eq 2 ] || die "loss: expected NODE FRACTION"; loss_node "$(node_index "$1")" "$2" ;;
+  # (The node first, into a variable: a failed $(...) inside a command's arguments would not stop it.)
+  shape) need_root; [ $# -eq 2 ] || die "shape: expected NODE RATE"; k=$(node_index "$1"); shape_node "$k" "$2" ;;
+  loss) need_root; [ $# -eq 2 ] || die "loss: expected NODE FRACTION"; k=$(node_index "$1"); loss_node "$k" "$2" ;;
   mtu)
     need_root
     [ $# -eq 2 ] || die "mtu: expected NODE BYTES"
     case "$2" in ''|*[!0-9]*) die "mtu: expected bytes, got '$2'" ;; esac
-    mtu_node "$(node_index "$1")" "$2" ;;
+    k=$(node_index "$1")
+    mtu_node "$k" "$2" ;;
   status) cluster_status ;;
   hostfile) nodes >/dev/null; echo "$state/hostfile" ;;
   agent) [ -n "${DTRAIN_CLUSTER_AGENT:-}" ] || die "'agent' is for Open MPI's rsh launcher only"; rsh_agent "$@" ;;

@@ -58,5 +58,27 @@ for runner in deploy/local/run_study.sh deploy/local/run_cluster_study.sh deploy
   fi
 done
 
+# cluster.sh's refusals: one sentence each, exit 2, nothing of bash's own ("integer expression expected")
+# and nothing made (a cluster of a name of this test's own, never brought up).
+if [ "$(id -u)" -eq 0 ]; then
+  for args in "up 2 --cpu x|--cpu 'x' must be a positive number of cores" \
+              "up 2 --loss 3|--loss '3' must be a fraction in [0, 1)" \
+              "exec node1 true|no cluster 'opttest' is up" \
+              "loss node1 0.5|no cluster 'opttest' is up" \
+              "shape node1 1gbit|no cluster 'opttest' is up"; do
+    # shellcheck disable=SC2086  # the words of a command line
+    out=$(DTRAIN_CLUSTER=opttest bash "$root/deploy/local/cluster.sh" ${args%%|*} 2>&1)
+    status=$?
+    if [ "$status" -eq 2 ] && [ "$out" = "cluster: ${args#*|}${out#"cluster: ${args#*|}"}" ] &&
+       [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && [ ! -e /run/dtrain-cluster/opttest/nodes ]; then
+      pass "cluster.sh ${args%%|*}: one sentence, exit 2"
+    else
+      fail "cluster.sh ${args%%|*}: exit $status: $out"
+    fi
+  done
+else
+  echo "SKIP: cluster.sh's refusals are checked as root (it refuses to run without)"
+fi
+
 echo "study_options_test: $failures failed"
 [ "$failures" -eq 0 ]

@@ -106,8 +106,8 @@ std::optional<std::string> latest_checkpoint(const std::string& dir) {
   return found.back().path;
 }
 
-std::vector<std::string> checkpoint_name_clashes(const std::string& dir) {
-  std::vector<std::string> clashes;
+std::vector<CheckpointNameClash> checkpoint_name_clashes(const std::string& dir) {
+  std::vector<CheckpointNameClash> clashes;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
@@ -119,10 +119,10 @@ std::vector<std::string> checkpoint_name_clashes(const std::string& dir) {
     if (!position && !is_partial_checkpoint(name)) continue;
     struct stat st {};
     if (::lstat(entry.path().c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-      clashes.push_back("'" + entry.path().string() + "' (" + file_kind(st.st_mode) + ")");
+      clashes.push_back({entry.path().string(), file_kind(st.st_mode), S_ISDIR(st.st_mode)});
     }
   }
-  std::sort(clashes.begin(), clashes.end());
+  std::sort(clashes.begin(), clashes.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
   return clashes;
 }
 

@@ -48,10 +48,15 @@ struct CheckpointFile {
 // is not a directory. Throws DataError as checkpoint_position does.
 std::vector<CheckpointFile> list_checkpoints(const std::string& dir);
 
-// The entries of `dir` named like checkpoints (or their temporaries) that are not regular files, each as
-// "'<path>' (a directory)": a run passes them over, and one that is a directory would make the write of
-// its position fail.
-std::vector<std::string> checkpoint_name_clashes(const std::string& dir);
+// An entry of a checkpoint directory named like a checkpoint (or its temporary) that is not a regular file.
+struct CheckpointNameClash {
+  std::string path;
+  std::string kind;   // file_kind(): "a directory", "a symbolic link", ...
+  bool directory = false;  // a rename of the checkpoint of its position could not replace it
+};
+
+// Such entries of `dir`, by path: a run passes them over (never reading or following one).
+std::vector<CheckpointNameClash> checkpoint_name_clashes(const std::string& dir);
 
 // The bytes of checkpoint `name` in `dir`, read only when it is a regular file (no link followed, no FIFO
 // waited on) of at most `max_bytes` whose last bytes end a zip archive: a file that is none of these is

@@ -261,15 +261,23 @@ std::unique_ptr<RunDirectory> RunDirectory::open(const TrainConfig& config, doub
 void RunDirectory::add_note(const std::string& note) { note_ += (note_.empty() ? "" : "\n") + note; }
 
 void RunDirectory::claim_checkpoints(bool resume, const std::string& memory) {
-  // Found at the start, not when an epoch's checkpoint fails to replace it.
-  const std::vector<std::string> clashes = checkpoint_name_clashes(checkpoint_dir_);
-  if (!clashes.empty()) {
-    std::string list;
-    for (const std::string& clash : clashes) list += (list.empty() ? "" : ", ") + clash;
-    throw ConfigError("checkpoint directory '" + checkpoint_dir_ + "' holds " + list +
-                      " under a checkpoint's name; dtrain writes only regular files there and never follows or "
-                      "replaces anything else: rename or remove " + (clashes.size() == 1 ? "it" : "them") +
-                      ", or give this run another --checkpoint-dir");
+  // A directory under a checkpoint's name would make the write of that position fail (a rename cannot
+  // replace it): named at the start, not when an epoch's checkpoint fails. Anything else that is no
+  // regular file (a link, a FIFO) is passed over, never read or followed, and a write replaces it.
+  std::string blocking;
+  std::string passed;
+  for (const CheckpointNameClash& clash : checkpoint_name_clashes(checkpoint_dir_)) {
+    std::string& list = clash.directory ? blocking : passed;
+    list += (list.empty() ? "'" : ", '") + clash.path + "' (" + clash.kind + ")";
+  }
+  if (!blocking.empty()) {
+    throw ConfigError("checkpoint directory '" + checkpoint_dir_ + "' holds " + blocking +
+                      " under a checkpoint's name, which no checkpoint of that position could replace: rename or "
+                      "remove it, or give this run another --checkpoint-dir");
+  }
+  if (!passed.empty()) {
+    add_note("passed over " + passed + " in " + checkpoint_dir_ +
+             ": named like checkpoints, but not regular files; dtrain never reads or follows them");
   }
   const int removed = remove_partial_checkpoints(checkpoint_dir_);
   if (removed > 0) {

@@ -444,7 +444,11 @@ TEST_CASE("a directory named like a checkpoint is named at the start, not met at
   config.checkpoint.resume = true;
   CHECK_THROWS_WITH(RunDirectory::open(config, 0),
                     "checkpoint directory '" + checkpoints + "' holds '" + checkpoints +
-                        "/checkpoint-epoch-000002.pt' (a directory) under a checkpoint's name; dtrain writes only regular "
-                        "files there and never follows or replaces anything else: rename or remove it, or give this run "
-                        "another --checkpoint-dir");
+                        "/checkpoint-epoch-000002.pt' (a directory) under a checkpoint's name, which no checkpoint of "
+                        "that position could replace: rename or remove it, or give this run another --checkpoint-dir");
+  // A link under such a name is passed over and said, never followed.
+  fs::remove(checkpoints + "/checkpoint-epoch-000002.pt");
+  fs::create_symlink(dir.file("elsewhere"), checkpoints + "/checkpoint-epoch-000003.pt");
+  CHECK_THAT(RunDirectory::open(config, 0)->note(),
+             Contains("passed over '" + checkpoints + "/checkpoint-epoch-000003.pt' (a symbolic link) in " + checkpoints));
 }

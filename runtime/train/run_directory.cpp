@@ -30,15 +30,18 @@ constexpr const char* kEventsFile = "events.jsonl";
 constexpr size_t kConfigFileMaxBytes = 1 << 20;
 constexpr size_t kJobFileMaxBytes = 4096;
 
-// The workload a run directory's config.yaml names ("" when it has none that can be read).
-std::string workload_of_run(const Directory& run) {
-  std::string text;
+// `name` in `dir` when it is a small regular file (read_small_file), else "".
+std::string small_file_or_empty(const Directory& dir, const char* name, size_t max_bytes) {
   try {
-    text = read_small_file(run, kConfigFile, kConfigFileMaxBytes);
+    return read_small_file(dir, name, max_bytes);
   } catch (const IoError&) {
     return "";
   }
-  std::istringstream in(text);
+}
+
+// The workload a run directory's config.yaml names ("" when it has none that can be read).
+std::string workload_of_run(const Directory& run) {
+  std::istringstream in(small_file_or_empty(run, kConfigFile, kConfigFileMaxBytes));
   const std::string key = "workload: ";
   for (std::string line; std::getline(in, line);) {
     if (line.rfind(key, 0) == 0) return line.substr(key.size());
@@ -49,12 +52,7 @@ std::string workload_of_run(const Directory& run) {
 // The torchrun job recorded in `dir` ("" when none is): the whole file but its final newline, so that an
 // id with a newline of its own reads back as it was written.
 std::string job_of(const Directory& dir) {
-  std::string job;
-  try {
-    job = read_small_file(dir, kJobFile, kJobFileMaxBytes);
-  } catch (const IoError&) {
-    return "";
-  }
+  std::string job = small_file_or_empty(dir, kJobFile, kJobFileMaxBytes);
   if (!job.empty() && job.back() == '\n') job.pop_back();
   return job;
 }

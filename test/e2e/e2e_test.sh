@@ -93,7 +93,8 @@ fi
 threads_line() {
   local out
   out=$("$@" "$dtrain" "${cpu[@]}" "${fast[@]}" --epochs 1 --max-steps 1 --checkpoint=false --log-dir logs-threads 2>&1)
-  head -n 1 <<<"$out"
+  # The header (a warning about more threads than cores may come first).
+  grep -m 1 "^dtrain [0-9]" <<<"$out"
 }
 omp=$(threads_line env OMP_NUM_THREADS=1)
 slurm=$(threads_line env -u OMP_NUM_THREADS SLURM_CPUS_PER_TASK=3)

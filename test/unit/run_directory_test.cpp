@@ -30,6 +30,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The checkpoint directory of a run "r" made once in `config`'s log.dir, which then resumes it.
+std::string made_run_checkpoints(TrainConfig& config) {
+  config.log.run_name = "r";
+  const std::string checkpoints = RunDirectory::open(config, 0)->checkpoint_dir();
+  config.checkpoint.resume = true;
+  return checkpoints;
+}
+
 // The tiny test config with checkpoints in the run's directory, as dtrain's defaults have them.
 TrainConfig run_config(const test::TempDir& dir) {
   TrainConfig config = test::tiny_config(dir.path());
@@ -407,12 +415,7 @@ TEST_CASE("names a run uses in its directories are never followed as links", "[r
 TEST_CASE("a run_id that is a FIFO, a device or a huge file ends a resume's start at once, naming it", "[run_dir][shared]") {
   test::TempDir dir;
   TrainConfig config = run_config(dir);
-  config.log.run_name = "r";
-  std::string checkpoints;
-  {
-    checkpoints = RunDirectory::open(config, 0)->checkpoint_dir();
-  }
-  config.checkpoint.resume = true;
+  const std::string checkpoints = made_run_checkpoints(config);
   fs::remove(checkpoints + "/run_id");
   std::string expected;
   SECTION("a FIFO") {
@@ -435,13 +438,8 @@ TEST_CASE("a run_id that is a FIFO, a device or a huge file ends a resume's star
 TEST_CASE("a directory named like a checkpoint is named at the start, not met at the epoch's end", "[run_dir][shared]") {
   test::TempDir dir;
   TrainConfig config = run_config(dir);
-  config.log.run_name = "r";
-  std::string checkpoints;
-  {
-    checkpoints = RunDirectory::open(config, 0)->checkpoint_dir();
-  }
+  const std::string checkpoints = made_run_checkpoints(config);
   fs::create_directory(checkpoints + "/checkpoint-epoch-000002.pt");
-  config.checkpoint.resume = true;
   CHECK_THROWS_WITH(RunDirectory::open(config, 0),
                     "checkpoint directory '" + checkpoints + "' holds '" + checkpoints +
                         "/checkpoint-epoch-000002.pt' (a directory) under a checkpoint's name, which no checkpoint of "

@@ -385,6 +385,13 @@ def cases(root, checkpoint):
         "checkpoint.dir (from --checkpoint-dir) '" + root + "/ck/a-file' exists but is not a directory")
     add("checkpoint: directory under a file", FAST + ["--checkpoint-dir", root + "/ck/a-file/sub"], CONFIG,
         "cannot create checkpoint.dir (from --checkpoint-dir) '" + root + "/ck/a-file/sub'")
+    # A file named like a checkpoint that is far larger than this model's checkpoint can be (a 3 GB sparse
+    # file once took 31 s and 4.6 GB to pass over): refused from its size, without being read.
+    os.makedirs(root + "/ck-huge", exist_ok=True)
+    with open(root + "/ck-huge/checkpoint-epoch-000001.pt", "wb") as f:
+        f.truncate(3 << 30)
+    add("checkpoint: a 3 GB sparse file", FAST + ["--resume", "--checkpoint-dir", root + "/ck-huge"], DATA,
+        "checkpoint-epoch-000001.pt: it holds 3221225472 bytes, more than the ")
     add("log: directory is a file", FAST + ["--log-dir", root + "/ck/a-file"], CONFIG,
         "log.dir (from --log-dir) '" + root + "/ck/a-file' exists but is not a directory")
     add("log: directory in /proc", FAST + ["--log-dir", "/proc/dtrain-logs"], CONFIG,

@@ -383,6 +383,19 @@ PY
   expect_error 2 "comm.compress (from --compress) 'bf16' needs comm.backend 'mpi' or 'nccl'" --backend gloo --compress bf16
 fi
 
+# An address-space limit (ulimit -v) under which OpenBLAS would spin for ever: refused at once, by dtrain
+# and before it by the launcher script.
+started=$SECONDS
+small_vm=$(ulimit -v 1048576 && "$dtrain" --version 2>&1; echo "exit $?")
+launcher_vm=$(ulimit -v 1048576 && bash "$here/../../scripts/mpirun_local.sh" -np 1 "$dtrain" --version 2>&1; echo "exit $?")
+if [[ "$small_vm" == *"dtrain: error: the address-space limit (ulimit -v) is 1048576 KiB (1.00 GiB), below the 2.00 GiB dtrain needs"*"exit 2" ]] &&
+   [[ "$launcher_vm" == "mpirun_local: the address-space limit (ulimit -v) is 1048576 KiB; dtrain needs at least"*"exit 2" ]] &&
+   [ $((SECONDS - started)) -lt 10 ]; then
+  pass "an address-space limit of 1 GiB is refused at once (exit 2), by dtrain and by its launcher script"
+else
+  fail "small address space: '$small_vm' / '$launcher_vm'"
+fi
+
 # 5. --print-config emits YAML that --config accepts unchanged.
 if "$dtrain" --batch-size 32 --optimizer sgd --print-config >cfg.yaml && "$dtrain" --config cfg.yaml --print-config >cfg2.yaml &&
    cmp -s cfg.yaml cfg2.yaml && grep -q "batch_size: 32" cfg.yaml; then

@@ -53,7 +53,7 @@ def run(dtrain, options, tmp, threads, device="cpu"):
         records = [json.loads(line) for line in f]
     checkpoints = [r for r in records if r["event"] == "checkpoint"]
     epoch = next(r for r in records if r["event"] == "epoch_end")
-    sizes = [os.path.getsize(p) for p in glob.glob(os.path.join(logs, "*", "checkpoints", "*.pt"))]
+    sizes = [os.path.getsize(p) for p in glob.glob(os.path.join(logs, "*", "checkpoints", "*.safetensors"))]
     return checkpoints, epoch, max(sizes) if sizes else 0
 
 

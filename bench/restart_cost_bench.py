@@ -158,7 +158,7 @@ def run_once(args, scenario, work):
 
 def reached_step(ck_dir):
     """The highest step of the checkpoints inside epoch 1 in `ck_dir` (0: none yet)."""
-    steps = [int(p.rsplit("-", 1)[1][:-3]) for p in glob.glob(os.path.join(ck_dir, "checkpoint-epoch-000001-step-*.pt"))]
+    steps = [int(p.rsplit("-", 1)[1][:-3]) for p in glob.glob(os.path.join(ck_dir, "checkpoint-epoch-000001-step-*.safetensors"))]
     return max(steps, default=0)
 
 

@@ -15,7 +15,7 @@ shift || true
 build=${BUILD_DIR:-build-asan}
 jobs=${JOBS:-$(nproc)}
 targets=("$@")
-[ "${#targets[@]}" -gt 0 ] || targets=(idx cifar image citation config checkpoint zip)
+[ "${#targets[@]}" -gt 0 ] || targets=(idx cifar image citation config checkpoint)
 BUILD_DIR=$build BUILD_TYPE=RelWithDebInfo BUILD_TARGETS="dtrain_fuzz_replay ${targets[*]/#/dtrain_fuzz_}" \
   bash scripts/build.sh -DCMAKE_CXX_COMPILER=clang++ -DDTRAIN_FUZZ=ON -DDTRAIN_SANITIZE=ON -DDTRAIN_BUILD_TESTS=ON \
   -DDTRAIN_BUILD_BENCH=OFF

@@ -72,7 +72,7 @@ if [[ $steps == *" 3 "* ]]; then
           --log-dir "$work/stopped" --run-name stopped --checkpoint-every-steps 2 --checkpoint-memory-dir "$memory")
   "$dtrain" "${common[@]}" --epochs 1 --max-steps 100000 >"$work/stopped.out" 2>&1 &
   job=$!
-  for _ in $(seq 1 1200); do ls "$memory"/dtrain-*/*/checkpoint-epoch-*.pt >/dev/null 2>&1 && break; sleep 0.1; done
+  for _ in $(seq 1 1200); do ls "$memory"/dtrain-*/*/checkpoint-epoch-*.safetensors >/dev/null 2>&1 && break; sleep 0.1; done
   kill -TERM "$job"
   stopped=0
   wait "$job" || stopped=$?

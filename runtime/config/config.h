@@ -158,6 +158,9 @@ struct CheckpointOptions {
   // a directory private to the user (memory_copy.h); "auto": $XDG_RUNTIME_DIR where it is the user's
   // private directory, else /dev/shm; empty: not.
   std::string memory_dir = "auto";
+  // A new run starts from the weights in this safetensors file (PyTorch's save_file(model.state_dict())
+  // or a dtrain checkpoint); a run that resumes from a checkpoint of its own does not read it.
+  std::string init_from;
   // SIGTERM, SIGINT, SIGHUP and SIGUSR2 stop the run at the next step boundary with a checkpoint there
   // (stop_signals.h); SIGUSR1 too when on_usr1. After stop_timeout_s the process exits at once.
   bool on_usr1 = false;

@@ -559,6 +559,11 @@ std::vector<ConfigField> build_fields() {
                            "not)",
                            [](TrainConfig& c) -> std::string& { return c.checkpoint.memory_dir; }, true));
   f.back().per_node = true;
+  f.push_back(string_field("checkpoint.init_from", "init-from",
+                           "start a new run from the weights in this safetensors file: what PyTorch's "
+                           "safetensors.torch.save_file(model.state_dict()) writes, or a dtrain checkpoint (names "
+                           "mapped as docs/usage.md says; a run resuming from its own checkpoint ignores it)",
+                           [](TrainConfig& c) -> std::string& { return c.checkpoint.init_from; }, true));
   f.push_back(bool_field("checkpoint.on_usr1", "checkpoint-on-usr1",
                          "SIGUSR1 also stops the run with a checkpoint, as SIGTERM does (Slurm's "
                          "--signal=USR1@<seconds> before the time limit); exit status 138",

@@ -5,7 +5,7 @@
 
 #include <type_traits>
 
-#include "runtime/train/optimizer_state_key.h"
+#include "runtime/train/optimizer_state.h"
 
 namespace dtrain {
 
@@ -55,7 +55,7 @@ at::Tensor Adadelta::step(LossClosure closure) {
       if (!p.grad().defined()) continue;
       at::Tensor grad = p.grad();
       if (options.weight_decay() != 0) grad = grad.add(p, options.weight_decay());
-      const auto key = optimizer_state_key<std::decay_t<decltype(state_)>::key_type>(p);
+      const auto key = optimizer_state_key(p);
       auto it = state_.find(key);
       if (it == state_.end()) {
         auto state = std::make_unique<AdadeltaParamState>();

@@ -11,7 +11,8 @@
 #include <sstream>
 #include <vector>
 
-#include "runtime/train/optimizer_copy.h"
+#include "runtime/train/memory_copy.h"
+#include "runtime/train/optimizer_state.h"
 #include "runtime/util/error.h"
 #include "runtime/util/file_io.h"
 
@@ -61,31 +62,22 @@ std::string labels_difference(const std::string& then, const std::string& now) {
   return "they differ";
 }
 
-// Whether a decoded checkpoint belongs to this run's workload, optimizer and data. Throws DataError.
+// Whether a decoded checkpoint belongs to this run's workload, optimizer and data. Throws CheckpointMismatch.
 void check_owner(const CheckpointMeta& meta, const std::string& workload, const std::string& optimizer_name,
                  const std::string& labels) {
   const std::string where = "checkpoint '" + meta.path + "'";
   if (meta.workload != workload) {
-    throw DataError(where + " is for workload '" + meta.workload + "', this run trains '" + workload +
+    throw CheckpointMismatch(where + " is for workload '" + meta.workload + "', this run trains '" + workload +
                     "'; use another checkpoint.dir");
   }
   if (meta.optimizer != optimizer_name) {
-    throw DataError(where + " holds " + meta.optimizer + " optimizer state, this run uses " + optimizer_name +
+    throw CheckpointMismatch(where + " holds " + meta.optimizer + " optimizer state, this run uses " + optimizer_name +
                     "; use another checkpoint.dir");
   }
   if (!meta.labels.empty() && !labels.empty() && meta.labels != labels) {
-    throw DataError(where + " was trained on data whose labels mean other things: " + labels_difference(meta.labels, labels) +
+    throw CheckpointMismatch(where + " was trained on data whose labels mean other things: " + labels_difference(meta.labels, labels) +
                     ". Resume it on the data it was trained on, or start afresh in another checkpoint.dir");
   }
-}
-
-// Tensors land on this rank's device whatever device wrote them: a checkpoint from a CPU run resumes on
-// GPUs and the reverse, and rank 3's state never ends up on rank 0's GPU.
-c10::Device device_of(const std::vector<TrainedModule>& modules) {
-  for (const TrainedModule& m : modules) {
-    if (!m.module->parameters().empty()) return m.module->parameters().front().device();
-  }
-  return c10::Device(c10::DeviceType::CPU);
 }
 
 // Rank 0's choice: the newest checkpoint that reads whole and is this run's, from the disk or this
@@ -97,7 +89,6 @@ struct Choice {
   std::string bytes;  // the file's, or the error's message (kUnusable)
   bool from_memory = false;
   std::vector<std::string> passed_over;  // "<path>: <what is wrong>"
-  std::unique_ptr<DecodedCheckpoint> decoded;  // rank 0's parse of the chosen file
 };
 
 // The most bytes a checkpoint of `modules` can take: every parameter with up to three optimizer state
@@ -115,8 +106,14 @@ uint64_t checkpoint_size_bound(const std::vector<TrainedModule>& modules) {
   return bound;
 }
 
-Choice choose(const CheckpointOptions& options, const std::string& memory_root, const std::string& workload,
-              const std::string& optimizer_name, const std::string& labels, c10::Device device, uint64_t max_bytes) {
+// Stops a restore on rank 0's verdict: not a damaged file, but one that says the run is misconfigured.
+class Unusable : public DataError {
+ public:
+  using DataError::DataError;
+};
+
+Choice choose(const CheckpointOptions& options, const std::string& memory_root, const std::vector<TrainedModule>& modules,
+              const std::string& workload, const std::string& optimizer_name, const std::string& labels, uint64_t max_bytes) {
   Choice choice;
   std::error_code ec;
   if (fs::exists(options.dir, ec) && !fs::is_directory(options.dir, ec)) {
@@ -147,24 +144,42 @@ Choice choose(const CheckpointOptions& options, const std::string& memory_root, 
     for (const CheckpointFile& file : memory->list()) candidates.push_back({file, true});
   }
   std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-    return a.file.position != b.file.position ? b.file.position < a.file.position : a.memory && !b.memory;
+    if (a.file.position != b.file.position) return b.file.position < a.file.position;
+    if (a.file.format4 != b.file.format4) return b.file.format4;  // its conversion first
+    return a.memory && !b.memory;
   });
   size_t disk_passed_over = 0;
   for (const Candidate& candidate : candidates) {
     const std::string& path = candidate.file.path;
+    if (candidate.file.format4 && !candidate.memory) {
+      // Not damaged, and newer than anything this dtrain could resume: falling back past it would lose
+      // the training since. The run stops, saying how to convert it.
+      throw DataError("checkpoint '" + path + "' is of format 4 (a LibTorch archive of dtrain 0.1), which this dtrain does "
+                      "not read. Convert it once, if you trust the file (the converter loads it with torch.jit.load): "
+                      "/usr/bin/python3 scripts/convert_checkpoint.py " + path + " (writes " +
+                      fs::path(path).replace_extension(".safetensors").filename().string() + " beside it), then resume");
+    }
     try {
       const std::string name = fs::path(path).filename().string();
       std::string bytes = candidate.memory ? memory->read(name, max_bytes) : read_checkpoint_file(*disk, name, max_bytes);
-      DecodedCheckpoint decoded = decode_checkpoint(path, bytes, device);
+      DecodedCheckpoint decoded = decode_checkpoint(path, std::move(bytes));
       // A copy in memory that is not this run's state is passed over like a damaged file; a file on disk
-      // of another workload or data means the wrong checkpoint.dir (restore's check).
-      if (candidate.memory) check_owner(decoded.meta, workload, optimizer_name, labels);
+      // of another workload, data or model means the wrong checkpoint.dir or configuration, and stops the
+      // run. Whatever else is wrong with a file (its optimizer state, say) passes it over.
+      try {
+        check_owner(decoded.meta, workload, optimizer_name, labels);
+        (void)plan_checkpoint_load(decoded, modules, workload);
+      } catch (const CheckpointMismatch& e) {
+        if (!candidate.memory) throw Unusable(e.message());
+        throw;
+      }
       choice.status = Choice::Status::kChosen;
       choice.path = path;
-      choice.bytes = std::move(bytes);
       choice.from_memory = candidate.memory;
-      choice.decoded = std::make_unique<DecodedCheckpoint>(std::move(decoded));
+      choice.bytes = std::move(*decoded.bytes);  // `decoded`, which views them, ends here
       return choice;
+    } catch (const Unusable&) {
+      throw;
     } catch (const Error& e) {  // IoError or DataError
       choice.passed_over.push_back(path + ": " + e.message());
     }
@@ -246,39 +261,19 @@ CheckpointSnapshot Checkpointer::snapshot(const CheckpointMeta& meta, const std:
     return kept;
   };
   const TensorCopy live = [](const at::Tensor& t) { return t; };
-  // Every optimizer's copy first: one that copy_optimizer does not know makes the whole snapshot refer to
-  // the live state, to be written before training goes on.
-  std::vector<std::unique_ptr<torch::optim::Optimizer>> optimizer_copies(modules.size());
-  for (size_t i = 0; copy == SnapshotCopy::kHostCopy && i < modules.size(); ++i) {
-    if (!modules[i].optimizer) continue;
-    optimizer_copies[i] = copy_optimizer(*modules[i].optimizer, host_copy);
-    if (!optimizer_copies[i]) copy = SnapshotCopy::kLive;
+  // Every optimizer must be one whose state a checkpoint can name (optimizer_state.h).
+  for (const TrainedModule& m : modules) {
+    if (m.optimizer && optimizer_type(*m.optimizer).empty()) (void)optimizer_options(*m.optimizer);  // throws, saying so
   }
   const TensorCopy& take = copy == SnapshotCopy::kHostCopy ? host_copy : live;
-
-  auto archive = std::make_unique<torch::serialize::OutputArchive>();
-  torch::serialize::OutputArchive modules_archive;
-  torch::serialize::OutputArchive optimizers_archive;
   for (const TrainedModule& m : modules) {
-    torch::serialize::OutputArchive module_archive;
-    write_module_state(*m.module, module_archive, take, modules.size() > 1 ? " of " + m.name : "", snapshot.checked_);
-    modules_archive.write(m.name, module_archive);
-    if (!m.optimizer) continue;  // a module the step updates itself (a moving average)
-    torch::serialize::OutputArchive optimizer_archive;
-    if (copy == SnapshotCopy::kHostCopy) {
-      optimizer_copies[&m - modules.data()]->save(optimizer_archive);
-    } else {
-      m.optimizer->save(optimizer_archive);
-    }
-    optimizers_archive.write(m.name, optimizer_archive);
+    collect_module_state(m, take, modules.size() > 1 ? " of " + m.name : "", snapshot.state_);
   }
-  archive->write("modules", modules_archive);
-  archive->write("optimizers", optimizers_archive);
   if (device_source.defined()) {
     // Reading a value waits for the device's stream, and with it for every copy queued on it above.
     (void)device_source.reshape({-1})[0].item();
   }
-  snapshot.archive_ = std::move(archive);
+  snapshot.taken_ = true;
   snapshot.dir_ = options_.dir;
   snapshot.live_ = copy == SnapshotCopy::kLive;
   snapshot.set_meta(meta);
@@ -293,19 +288,22 @@ void CheckpointSnapshot::set_meta(CheckpointMeta meta) {
 std::string Checkpointer::persist(CheckpointSnapshot snapshot) {
   if (snapshot.empty()) return "";
   // A checkpoint is what a run falls back to; a non-finite one would replace a good one under pruning.
-  for (const auto& [name, tensor] : snapshot.checked_) {
+  for (const auto& [name, tensor] : snapshot.state_.checked) {
     if (!holds_only_finite(tensor)) {
       throw NonFiniteError("epoch " + std::to_string(snapshot.meta_.epoch) + ": " + name +
                            " is NaN or infinite; no checkpoint was written for this epoch");
     }
   }
-  write_checkpoint_meta(*snapshot.archive_, snapshot.meta_);
-  std::string bytes;
-  snapshot.archive_->save_to([&bytes](const void* data, size_t size) {
-    bytes.append(static_cast<const char*>(data), size);
-    return size;
-  });
-  snapshot.archive_.reset();  // the copies are no longer needed while the file is written
+  if (!run_id_) {
+    try {
+      run_id_ = checkpoint_run_id(options_.dir);
+    } catch (const IoError&) {
+      run_id_ = "";  // the start-up check named it; the checkpoint simply records none
+    }
+  }
+  snapshot.meta_.run_id = *run_id_;
+  const std::string bytes = encode_checkpoint(snapshot.state_, snapshot.meta_);
+  snapshot.state_ = CheckpointState();  // the copies are no longer needed while the file is written
   const CheckpointPosition position = checkpoint_position_of(snapshot.meta_);
   const std::string name = checkpoint_file_name(position);
   // Before the disk: a restart on this node finds the newest state here even while the disk write is
@@ -368,11 +366,10 @@ Restored Checkpointer::restore(std::vector<TrainedModule>& modules, const std::s
                                const std::string& optimizer_name, const std::string& labels) const {
   // Rank 0 chooses and reads, then broadcasts the status, the path and the file's bytes (or the error's
   // message), so every rank loads identical state and reaches the same verdict.
-  const c10::Device device = device_of(modules);
   Choice choice;
   if (comm_.is_root()) {
     try {
-      choice = choose(options_, memory_root_, workload, optimizer_name, labels, device, checkpoint_size_bound(modules));
+      choice = choose(options_, memory_root_, modules, workload, optimizer_name, labels, checkpoint_size_bound(modules));
     } catch (const DataError& e) {
       choice.status = Choice::Status::kUnusable;
       choice.bytes = e.what();
@@ -390,20 +387,43 @@ Restored Checkpointer::restore(std::vector<TrainedModule>& modules, const std::s
   const auto status = static_cast<Choice::Status>(std::stoi(parts[0]));
   if (status == Choice::Status::kNone) return restored;
   if (status == Choice::Status::kUnusable) throw DataError(parts[2]);
-  // Rank 0 parsed the file while choosing it; the others parse the same bytes.
-  std::unique_ptr<DecodedCheckpoint> decoded = std::move(choice.decoded);
-  if (!decoded) {
-    try {
-      decoded = std::make_unique<DecodedCheckpoint>(decode_checkpoint(parts[1], parts[2], device));
-    } catch (const DataError& e) {
-      throw DataError("checkpoint '" + parts[1] + "' is unusable: " + e.message());
-    }
+  // Rank 0 checked the file while choosing it; every rank parses the bytes it was sent (rank 0 again:
+  // its parse viewed the bytes it has just sent).
+  std::unique_ptr<DecodedCheckpoint> decoded;
+  try {
+    decoded = std::make_unique<DecodedCheckpoint>(decode_checkpoint(parts[1], std::move(parts[2])));
+  } catch (const DataError& e) {
+    throw DataError("checkpoint '" + parts[1] + "' is unusable: " + e.message());
   }
   decoded->meta.from_memory = parts[3] == "1";
   check_owner(decoded->meta, workload, optimizer_name, labels);
   load_checkpoint_modules(*decoded, modules, workload);
   restored.checkpoint = std::move(decoded->meta);
   return restored;
+}
+
+int64_t Checkpointer::init_from(const std::string& path, std::vector<TrainedModule>& modules) const {
+  std::vector<std::string> parts{"", ""};  // the file's bytes, or the error's message
+  if (comm_.is_root()) {
+    try {
+      const fs::path file(path);
+      const Directory dir = Directory::open(file.has_parent_path() ? file.parent_path().string() : ".", false);
+      parts[0] = read_checkpoint_file(dir, file.filename().string(), checkpoint_size_bound(modules));
+    } catch (const Error& e) {
+      parts[1] = e.message().empty() ? "it cannot be read" : e.message();
+    }
+  }
+  comm_.broadcast_bytes(parts, 0);
+  const std::string where = "checkpoint.init_from '" + path + "': ";
+  if (!parts[1].empty()) throw DataError(where + parts[1]);
+  try {
+    const SafetensorsFile file = parse_safetensors(parts[0]);
+    const CheckpointLoad plan = plan_initial_weights(file, modules);
+    apply_checkpoint_load(plan, modules);
+    return static_cast<int64_t>(plan.tensors.size());
+  } catch (const DataError& e) {
+    throw DataError(where + e.message());
+  }
 }
 
 }  // namespace dtrain

@@ -14,7 +14,6 @@
 
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
-#include <torch/serialize/output-archive.h>
 
 #include "runtime/comm/communicator.h"
 #include "runtime/config/config.h"
@@ -45,7 +44,7 @@ class CheckpointSnapshot final {
   CheckpointSnapshot(CheckpointSnapshot&&) = default;
   CheckpointSnapshot& operator=(CheckpointSnapshot&&) = default;
 
-  bool empty() const { return archive_ == nullptr; }
+  bool empty() const { return !taken_; }
   const std::string& path() const { return path_; }  // where persist() writes it
   // What persist() records, and so where it writes: the caller may complete it until then (the epoch's
   // metrics once it is evaluated; the position of an epoch whose evaluation a stop cut short).
@@ -57,9 +56,8 @@ class CheckpointSnapshot final {
 
  private:
   friend class Checkpointer;
-  std::unique_ptr<torch::serialize::OutputArchive> archive_;
-  // The parameters and buffers written, by name, for the check that no NaN or infinity is saved.
-  CheckedTensors checked_;
+  bool taken_ = false;
+  CheckpointState state_;  // what it holds, by name in the file
   CheckpointMeta meta_;
   std::string dir_;
   std::string path_;
@@ -102,8 +100,8 @@ class Checkpointer final {
   // Rank 0: removes this run's copy in memory (a run that ended: the disk holds its last state).
   void remove_memory_copy();
 
-  // Rank 0 writes <dir>/checkpoint-epoch-NNNNNN.pt (NNNNNN = meta.epoch) or, inside an epoch,
-  // checkpoint-epoch-NNNNNN-step-SSSSSSSS.pt (the epoch in progress and its optimizer steps), then prunes
+  // Rank 0 writes <dir>/checkpoint-epoch-NNNNNN.safetensors (NNNNNN = meta.epoch) or, inside an epoch,
+  // checkpoint-epoch-NNNNNN-step-SSSSSSSS.safetensors (the epoch in progress and its optimizer steps), then prunes
   // older ones to the newest `keep` (never the file just written, never a later one); returns its path
   // ("" on other ranks).
   // Throws NonFiniteError, writing nothing, when a parameter or buffer is NaN or infinite, and IoError
@@ -114,15 +112,24 @@ class Checkpointer final {
   // rank, and returns its metadata (none if there is none). Where rank 0's node holds a copy in memory
   // (checkpoint.memory_dir) of this run at least as new as the newest file on disk, that copy is read
   // instead (meta.from_memory): a worker restarted on the same node does not read the disk. Newer files
-  // that are damaged, not dtrain checkpoints (checkpoint_archive.h: checked before LibTorch reads them),
+  // that are damaged (checkpoint_format.h: every check before a tensor is made), not dtrain checkpoints,
   // or named for another position than they record are passed over, as is a copy in memory that does not
   // belong to this run (Restored::passed_over). Throws DataError (the same on every rank) when every file
   // on disk is passed over, or the newest is of another workload or optimizer, lacks a module, holds
   // parameters whose names, shapes or dtypes differ from the module's (checked before anything is
   // loaded) or non-finite values, or was trained on data whose `labels` (WorkloadData::labels) differ.
-  // Only checkpoints of format 4 load (checkpoint_format.h).
+  // Only checkpoints of format 5 load (checkpoint_format.h); the newest being of format 4 (dtrain 0.1's
+  // LibTorch archives, *.safetensors) throws DataError naming scripts/convert_checkpoint.py.
   Restored restore(std::vector<TrainedModule>& modules, const std::string& workload, const std::string& optimizer_name,
                    const std::string& labels = "") const;
+
+  // Collective: loads the weights of the safetensors file `path` (checkpoint.init_from: PyTorch's
+  // save_file(model.state_dict()), or a dtrain checkpoint) into `modules` on every rank, mapped by
+  // plan_initial_weights' rule; the optimizers keep their fresh state. Rank 0 reads the file and sends its
+  // bytes, so every rank loads the same and reaches the same verdict. Returns how many tensors it
+  // loaded. Throws DataError (the same on every rank) naming the file and each mismatch; nothing is
+  // loaded then.
+  int64_t init_from(const std::string& path, std::vector<TrainedModule>& modules) const;
 
   // Path of the newest checkpoint in `dir` (the latest position in training), if any. Throws DataError for a checkpoint file name whose
   // epoch number is out of range.
@@ -136,6 +143,7 @@ class Checkpointer final {
   std::unordered_map<const void*, at::Tensor> host_copies_;  // by the live tensor they copy
   std::vector<at::Tensor> spare_copies_;  // prepared for optimizer state that did not exist yet
   std::string memory_problem_;
+  std::optional<std::string> run_id_;  // <dir>/run_id, read at the first persist
 };
 
 }  // namespace dtrain

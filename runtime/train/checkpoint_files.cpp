@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "runtime/train/zip_integrity.h"
+#include "runtime/checkpoint/safetensors.h"
 #include "runtime/util/error.h"
 #include "runtime/util/file_io.h"
 
@@ -22,8 +22,9 @@ namespace {
 
 constexpr const char* kPrefix = "checkpoint-epoch-";
 constexpr const char* kStep = "-step-";
-constexpr const char* kSuffix = ".pt";
-constexpr const char* kPartialSuffix = ".pt.tmp";
+constexpr const char* kSuffix = ".safetensors";
+constexpr const char* kFormat4Suffix = ".pt";  // dtrain 0.1's LibTorch archives: named, never read
+constexpr const char* kPartialSuffix = ".pt.tmp";  // dtrain before 0.9's temporaries
 constexpr const char* kProgressFile = "progress";
 // "dtrain-progress 1" and three numbers: far less than this.
 constexpr size_t kProgressFileMaxBytes = 256;
@@ -64,11 +65,12 @@ std::string checkpoint_file_name(const CheckpointPosition& position) {
 
 std::optional<CheckpointPosition> checkpoint_position(const std::string& name, const std::string& where) {
   const size_t prefix = std::strlen(kPrefix);
-  if (name.size() <= prefix + std::strlen(kSuffix) || name.compare(0, prefix, kPrefix) != 0 || !has_suffix(name, kSuffix)) {
+  const char* suffix = has_suffix(name, kSuffix) ? kSuffix : has_suffix(name, kFormat4Suffix) ? kFormat4Suffix : nullptr;
+  if (suffix == nullptr || name.size() <= prefix + std::strlen(suffix) || name.compare(0, prefix, kPrefix) != 0) {
     return std::nullopt;
   }
   const char* first = name.data() + prefix;
-  const char* last = name.data() + name.size() - std::strlen(kSuffix);
+  const char* last = name.data() + name.size() - std::strlen(suffix);
   const char* step = std::search(first, last, kStep, kStep + std::strlen(kStep));
   const std::optional<int64_t> epoch = name_number(first, step, where, "an epoch number");
   if (!epoch) return std::nullopt;
@@ -77,6 +79,8 @@ std::optional<CheckpointPosition> checkpoint_position(const std::string& name, c
   if (!steps) return std::nullopt;
   return CheckpointPosition{*epoch, *steps};
 }
+
+bool is_format4_checkpoint_name(const std::string& name) { return has_suffix(name, kFormat4Suffix); }
 
 bool is_partial_checkpoint(const std::string& name) {
   return name.rfind(kPrefix, 0) == 0 && (has_suffix(name, kPartialSuffix) || is_temporary_of(name));
@@ -91,11 +95,13 @@ std::vector<CheckpointFile> list_checkpoints(const std::string& dir) {
     if (!entry.is_regular_file(ec) || entry.is_symlink(ec)) continue;
     const std::string path = entry.path().string();
     if (const std::optional<CheckpointPosition> position = checkpoint_position(entry.path().filename().string(), path)) {
-      found.push_back({*position, path});
+      found.push_back({*position, path, is_format4_checkpoint_name(path)});
     }
   }
   std::sort(found.begin(), found.end(), [](const CheckpointFile& a, const CheckpointFile& b) {
-    return a.position != b.position ? a.position < b.position : a.path < b.path;
+    // At one position a converted file (format 5) counts as newer than the archive it came from.
+    return a.position != b.position ? a.position < b.position
+                                    : a.format4 != b.format4 ? a.format4 : a.path < b.path;
   });
   return found;
 }
@@ -146,18 +152,18 @@ std::string read_checkpoint_file(const Directory& dir, const std::string& name, 
     throw DataError("it holds " + std::to_string(size) + " bytes, more than the " + std::to_string(max_bytes) +
                     " that this run's model and optimizer state can take in a checkpoint");
   }
-  // The end first: a file that is not an archive (a sparse file of zeros, another format) is refused
-  // after reading 64 KiB of it, not all of it.
-  std::string tail(static_cast<size_t>(std::min<uint64_t>(size, kZipTailBytes)), '\0');
+  // The header's length first: a file that is not one (a sparse file of zeros, another format) is
+  // refused after reading 8 bytes of it, not all of it.
+  std::string head(static_cast<size_t>(std::min<uint64_t>(size, 8)), '\0');
   size_t got = 0;
-  while (got < tail.size()) {
-    const ssize_t n = ::pread(fd, tail.data() + got, tail.size() - got, static_cast<off_t>(size - tail.size() + got));
+  while (got < head.size()) {
+    const ssize_t n = ::pread(fd, head.data() + got, head.size() - got, static_cast<off_t>(got));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) throw IoError("cannot read '" + shown + "': " + errno_text(errno));
     if (n == 0) break;
     got += static_cast<size_t>(n);
   }
-  const std::string problem = got == tail.size() ? zip_end_problem(tail, size) : "it was cut short while it was read";
+  const std::string problem = got == head.size() ? safetensors_size_problem(head, size) : "it was cut short while it was read";
   if (!problem.empty()) throw DataError(problem);
   return read_fd(fd, shown, static_cast<size_t>(max_bytes));
 }

@@ -1,7 +1,8 @@
 // Checkpoint files by name: where in training a checkpoint is, the name that says it, and the checkpoints
-// of a directory in training order. checkpoint-epoch-NNNNNN.pt is the end of epoch NNNNNN;
-// checkpoint-epoch-NNNNNN-step-SSSSSSSS.pt is SSSSSSSS optimizer steps into epoch NNNNNN. A write in
-// progress is <name>.<12 random hex digits>.tmp until it is renamed. Only regular files count: a link,
+// of a directory in training order. checkpoint-epoch-NNNNNN.safetensors is the end of epoch NNNNNN;
+// checkpoint-epoch-NNNNNN-step-SSSSSSSS.safetensors is SSSSSSSS optimizer steps into epoch NNNNNN. A
+// write in progress is <name>.<12 random hex digits>.tmp until it is renamed. The same names ending in
+// .pt are dtrain 0.1's checkpoints (format 4), listed so that a resume can name them, never read. Only regular files count: a link,
 // a FIFO or a directory under such a name is never followed, read or waited on.
 #pragma once
 
@@ -28,10 +29,11 @@ constexpr int64_t kEpochEndSteps = std::numeric_limits<int64_t>::max();
 // "epoch 3 (its end)" or "epoch 3, step 120", for messages.
 std::string position_text(const CheckpointPosition& position);
 
-// checkpoint-epoch-NNNNNN.pt or checkpoint-epoch-NNNNNN-step-SSSSSSSS.pt.
+// checkpoint-epoch-NNNNNN.safetensors or checkpoint-epoch-NNNNNN-step-SSSSSSSS.safetensors.
 std::string checkpoint_file_name(const CheckpointPosition& position);
 
-// The position a checkpoint file name says, or nullopt for another name (a partial .tmp among them).
+// The position a checkpoint file name (of format 5, or 4: *.pt) says, or nullopt for another name (a
+// partial .tmp among them).
 // Throws DataError for a checkpoint name whose numbers are too large for any run (naming `where`).
 std::optional<CheckpointPosition> checkpoint_position(const std::string& name, const std::string& where);
 
@@ -39,9 +41,13 @@ std::optional<CheckpointPosition> checkpoint_position(const std::string& name, c
 // <checkpoint name>.tmp as dtrain before 0.9 named it).
 bool is_partial_checkpoint(const std::string& name);
 
+// Whether a checkpoint's name is one of format 4 (*.pt).
+bool is_format4_checkpoint_name(const std::string& name);
+
 struct CheckpointFile {
   CheckpointPosition position;
   std::string path;
+  bool format4 = false;  // dtrain 0.1's (*.pt), which this dtrain does not read
 };
 
 // The checkpoints (regular files, links never followed) in `dir`, oldest position first; none when it
@@ -59,8 +65,8 @@ struct CheckpointNameClash {
 std::vector<CheckpointNameClash> checkpoint_name_clashes(const std::string& dir);
 
 // The bytes of checkpoint `name` in `dir`, read only when it is a regular file (no link followed, no FIFO
-// waited on) of at most `max_bytes` whose last bytes end a zip archive: a file that is none of these is
-// refused from its size and its last 64 KiB, before it is read whole. Throws IoError (it cannot be opened
+// waited on) of at most `max_bytes` whose first 8 bytes give a header length the file can hold: a file
+// that is none of these is refused from its size and those bytes, before it is read whole. Throws IoError (it cannot be opened
 // or read) or DataError (what is wrong with it).
 std::string read_checkpoint_file(const Directory& dir, const std::string& name, uint64_t max_bytes);
 

@@ -1,266 +1,155 @@
 #include "runtime/train/checkpoint_format.h"
 
 #include <ATen/ATen.h>
-#include <torch/serialize/archive.h>
+#include <zlib.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
+#include <map>
+#include <set>
 #include <sstream>
 
-#include "runtime/train/checkpoint_archive.h"
-#include "runtime/train/zip_integrity.h"
 #include "runtime/util/error.h"
 
 namespace dtrain {
 namespace fs = std::filesystem;
 namespace {
 
-// Formats before 4 (dtrain before 0.1.0): 1 held one model and optimizer with epoch, seed, workload,
-// optimizer name and world size; 2 added the epoch's metrics under fixed names; 3 named modules,
-// optimizers and metrics. 4 added the position inside an epoch, its partial training metrics, the global
-// batch, the time written and the data's labels.
+constexpr const char* kFormatName = "dtrain-checkpoint";
+constexpr const char* kOptimizerPrefix = "optimizer.";
 
-// An empty tensor's data pointer is null, which memcpy and std::string must not be given even for no
-// bytes (UBSan stopped every run at its first checkpoint on an empty string).
-at::Tensor string_tensor(const std::string& text) {
-  at::Tensor t = at::empty({static_cast<int64_t>(text.size())}, at::kByte);
-  if (!text.empty()) std::memcpy(t.data_ptr(), text.data(), text.size());
-  return t;
-}
+// Formats before 5: 1 to 3 (dtrain before 0.1.0) and 4 (dtrain 0.1) were LibTorch archives. 4 added the
+// position inside an epoch, its partial training metrics, the global batch, the time written and the
+// data's labels; 5 is the safetensors layout with optimizer state by parameter name.
 
-std::string tensor_string(const at::Tensor& t) {
-  const at::Tensor bytes = t.to(at::kCPU).contiguous();
-  if (bytes.numel() == 0) return "";
-  return std::string(reinterpret_cast<const char*>(bytes.data_ptr()), static_cast<size_t>(bytes.numel()));
-}
-
-at::Tensor read_tensor(torch::serialize::InputArchive& archive, const char* key) {
-  at::Tensor t;
-  archive.read(key, t);
-  return t.to(at::kCPU);
-}
-
-int64_t read_int(torch::serialize::InputArchive& archive, const char* key) { return read_tensor(archive, key).item<int64_t>(); }
-double read_double(torch::serialize::InputArchive& archive, const char* key) { return read_tensor(archive, key).item<double>(); }
-std::string read_string(torch::serialize::InputArchive& archive, const char* key) { return tensor_string(read_tensor(archive, key)); }
-
-// A metric set as a nested archive: one [value, sum, weight] tensor per metric, and the names in order.
-void write_metric_values(torch::serialize::OutputArchive& archive, const char* key, const MetricValues& values) {
-  torch::serialize::OutputArchive nested;
-  std::string names;
-  for (const MetricValue& m : values.all()) {
-    names += (names.empty() ? "" : "\n") + m.name;
-    nested.write(m.name, at::tensor(std::vector<double>{m.value, m.sum, m.weight}, at::kDouble));
+uint32_t crc32_of(std::string_view bytes) {
+  uLong crc = ::crc32(0L, Z_NULL, 0);
+  // zlib takes at most UINT_MAX bytes a call.
+  for (size_t done = 0; done < bytes.size();) {
+    const size_t n = std::min<size_t>(bytes.size() - done, std::numeric_limits<uInt>::max());
+    crc = ::crc32(crc, reinterpret_cast<const Bytef*>(bytes.data() + done), static_cast<uInt>(n));
+    done += n;
   }
-  nested.write("names", string_tensor(names));
-  archive.write(key, nested);
+  return static_cast<uint32_t>(crc);
 }
 
-MetricValues read_metric_values(torch::serialize::InputArchive& archive, const char* key) {
-  torch::serialize::InputArchive nested;
-  archive.read(key, nested);
+// A metric's figures as JSON: NaN and infinity, which JSON cannot hold, as null (read back as NaN).
+nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
+double number_of(const nlohmann::json& v, const std::string& what) {
+  if (v.is_null()) return std::nan("");
+  if (!v.is_number()) throw DataError("it records " + what + " as " + v.dump() + ", expected a number");
+  return v.get<double>();
+}
+int64_t integer_of(const nlohmann::json& v, const std::string& what) {
+  if (!v.is_number_integer()) throw DataError("it records " + what + " as " + v.dump() + ", expected an integer");
+  return v.get<int64_t>();
+}
+
+nlohmann::json metric_values_json(const MetricValues& values) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const MetricValue& m : values.all()) out.push_back({m.name, number(m.value), number(m.sum), number(m.weight)});
+  return out;
+}
+
+MetricValues metric_values_of(const nlohmann::json& j, const std::string& what) {
+  if (!j.is_array()) throw DataError("it records " + what + " as " + j.dump() + ", expected a list");
   std::vector<MetricValue> values;
-  const std::string names = read_string(nested, "names");
-  size_t begin = 0;
-  while (begin < names.size()) {
-    size_t end = names.find('\n', begin);
-    if (end == std::string::npos) end = names.size();
-    const std::string name = names.substr(begin, end - begin);
-    const at::Tensor v = read_tensor(nested, name.c_str()).to(at::kDouble).contiguous();
-    if (v.numel() != 3) throw DataError("metric '" + name + "' holds " + std::to_string(v.numel()) + " values, expected 3");
-    values.push_back(MetricValue{name, v[0].item<double>(), v[1].item<double>(), v[2].item<double>()});
-    begin = end + 1;
+  for (const nlohmann::json& m : j) {
+    if (!m.is_array() || m.size() != 4 || !m[0].is_string()) {
+      throw DataError("it records a metric of " + what + " as " + m.dump() + ", expected [name, value, sum, weight]");
+    }
+    const std::string name = m[0].get<std::string>();
+    values.push_back(MetricValue{name, number_of(m[1], name), number_of(m[2], name), number_of(m[3], name)});
   }
   return MetricValues(std::move(values));
 }
 
-void write_metrics(torch::serialize::OutputArchive& archive, const EpochStats& s) {
-  archive.write("epoch", at::tensor(s.epoch));
-  archive.write("epochs", at::tensor(s.epochs));
-  archive.write("lr", at::tensor(s.lr, at::kDouble));
-  archive.write("train_samples", at::tensor(s.train_samples));
-  archive.write("test_samples", at::tensor(s.test_samples));
-  write_metric_values(archive, "train", s.train);
-  write_metric_values(archive, "test", s.test);
+nlohmann::json epoch_stats_json(const EpochStats& s) {
+  return {{"epoch", s.epoch}, {"epochs", s.epochs}, {"lr", number(s.lr)}, {"train_samples", s.train_samples},
+          {"test_samples", s.test_samples}, {"train", metric_values_json(s.train)}, {"test", metric_values_json(s.test)}};
 }
 
-EpochStats read_metrics(torch::serialize::InputArchive& archive) {
+EpochStats epoch_stats_of(const nlohmann::json& j) {
+  if (!j.is_object()) throw DataError("it records metrics as " + j.dump() + ", expected an object");
+  const auto field = [&j](const char* key) -> const nlohmann::json& {
+    if (!j.contains(key)) throw DataError(std::string("its metrics lack '") + key + "'");
+    return j[key];
+  };
   EpochStats s;
-  s.epoch = read_int(archive, "epoch");
-  s.epochs = read_int(archive, "epochs");
-  s.lr = read_double(archive, "lr");
-  s.train_samples = read_int(archive, "train_samples");
-  s.test_samples = read_int(archive, "test_samples");
-  s.train = read_metric_values(archive, "train");
-  s.test = read_metric_values(archive, "test");
+  s.epoch = integer_of(field("epoch"), "metrics.epoch");
+  s.epochs = integer_of(field("epochs"), "metrics.epochs");
+  s.lr = number_of(field("lr"), "metrics.lr");
+  s.train_samples = integer_of(field("train_samples"), "metrics.train_samples");
+  s.test_samples = integer_of(field("test_samples"), "metrics.test_samples");
+  s.train = metric_values_of(field("train"), "metrics.train");
+  s.test = metric_values_of(field("test"), "metrics.test");
   return s;
 }
 
-std::string shape_text(const at::Tensor& t) {
+std::string shape_text(at::IntArrayRef sizes, at::ScalarType type) {
   std::ostringstream os;
-  os << t.sizes() << " " << t.scalar_type();
+  os << sizes << " " << type;
   return os.str();
 }
 
 template <class T>
-bool all_finite_values(const at::Tensor& t) {
-  const T* data = t.data_ptr<T>();
-  const int64_t n = t.numel();
+bool all_finite_values(const T* data, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     if (!std::isfinite(static_cast<double>(data[i]))) return false;
   }
   return true;
 }
 
-}  // namespace
-
-// A contiguous host tensor is scanned on the calling thread: the check runs on the checkpoint writer's
-// thread too, where an ATen reduction would start a second pool of threads beside training's.
-bool holds_only_finite(const at::Tensor& t) {
-  if (!t.is_floating_point()) return true;
-  if (t.is_cpu() && t.is_non_overlapping_and_dense()) {
-    switch (t.scalar_type()) {
-      case at::kFloat: return all_finite_values<float>(t);
-      case at::kDouble: return all_finite_values<double>(t);
-      case at::kHalf: return all_finite_values<at::Half>(t);
-      case at::kBFloat16: return all_finite_values<at::BFloat16>(t);
-      default: break;
+// Whether the bytes of a tensor of `type` hold only finite values, read in place.
+bool bytes_finite(std::string_view bytes, at::ScalarType type) {
+  const int64_t n = static_cast<int64_t>(bytes.size() / c10::elementSize(type));
+  switch (type) {
+    case at::kFloat: {
+      std::vector<float> v(static_cast<size_t>(n));
+      if (n > 0) std::memcpy(v.data(), bytes.data(), bytes.size());
+      return all_finite_values(v.data(), n);
     }
-  }
-  return at::isfinite(t).all().item<bool>();
-}
-
-namespace {
-
-// write_module_state, for the submodule at `prefix` ("layer1.0.").
-void write_module(const torch::nn::Module& module, torch::serialize::OutputArchive& archive, const TensorCopy& take,
-                  const std::string& prefix, const std::string& suffix,
-                  CheckedTensors& checked) {
-  for (const auto& p : module.named_parameters(/*recurse=*/false)) {
-    at::Tensor t = take(p.value());
-    archive.write(p.key(), t);
-    checked.emplace_back("parameter " + prefix + p.key() + suffix, std::move(t));
-  }
-  for (const auto& b : module.named_buffers(/*recurse=*/false)) {
-    at::Tensor t = take(b.value());
-    archive.write(b.key(), t, /*is_buffer=*/true);
-    checked.emplace_back("buffer " + prefix + b.key() + suffix, std::move(t));
-  }
-  for (const auto& child : module.named_children()) {
-    if (!child.value()->is_serializable()) continue;
-    torch::serialize::OutputArchive child_archive(archive.compilation_unit());
-    write_module(*child.value(), child_archive, take, prefix + child.key() + ".", suffix, checked);
-    archive.write(child.key(), child_archive);
+    case at::kDouble: {
+      std::vector<double> v(static_cast<size_t>(n));
+      if (n > 0) std::memcpy(v.data(), bytes.data(), bytes.size());
+      return all_finite_values(v.data(), n);
+    }
+    case at::kHalf: {
+      std::vector<at::Half> v(static_cast<size_t>(n));
+      if (n > 0) std::memcpy(v.data(), bytes.data(), bytes.size());
+      return all_finite_values(v.data(), n);
+    }
+    case at::kBFloat16: {
+      std::vector<at::BFloat16> v(static_cast<size_t>(n));
+      if (n > 0) std::memcpy(v.data(), bytes.data(), bytes.size());
+      return all_finite_values(v.data(), n);
+    }
+    default: return true;
   }
 }
 
-}  // namespace
-
-void write_module_state(const torch::nn::Module& module, torch::serialize::OutputArchive& archive,
-                        const TensorCopy& take, const std::string& suffix, CheckedTensors& checked) {
-  write_module(module, archive, take, "", suffix, checked);
+const std::string& record(const std::map<std::string, std::string>& metadata, const char* key) {
+  const auto it = metadata.find(key);
+  if (it == metadata.end()) throw DataError(std::string("it lacks the record '") + key + "'");
+  return it->second;
 }
 
-void write_checkpoint_meta(torch::serialize::OutputArchive& archive, const CheckpointMeta& meta) {
-  archive.write("format_version", at::tensor(kCheckpointFormatVersion));
-  archive.write("epoch", at::tensor(meta.epoch));
-  archive.write("seed", at::tensor(meta.seed));
-  archive.write("world_size", at::tensor(meta.world_size));
-  archive.write("workload", string_tensor(meta.workload));
-  archive.write("optimizer_name", string_tensor(meta.optimizer));
-  archive.write("epoch_samples", at::tensor(meta.epoch_samples));
-  archive.write("epoch_steps", at::tensor(meta.epoch_steps));
-  archive.write("global_batch", at::tensor(meta.global_batch));
-  archive.write("saved_unix_s", at::tensor(meta.saved_unix_s, at::kDouble));
-  write_metric_values(archive, "partial_train", meta.partial_train);
-  archive.write("partial_samples", at::tensor(meta.partial_samples));
-  if (!meta.labels.empty()) archive.write("data_labels", string_tensor(meta.labels));
-  if (meta.metrics) {
-    torch::serialize::OutputArchive metrics_archive;
-    write_metrics(metrics_archive, *meta.metrics);
-    archive.write("metrics", metrics_archive);
+int64_t int_record(const std::map<std::string, std::string>& metadata, const char* key) {
+  const std::string& text = record(metadata, key);
+  int64_t value = 0;
+  const auto [ptr, err] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (err != std::errc() || ptr != text.data() + text.size() || text.empty()) {
+    throw DataError(std::string("it records ") + key + " '" + text.substr(0, 40) + "', expected an integer");
   }
+  return value;
 }
 
-namespace {
-
-// Compares the parameters and buffers of `module` with those saved in `archive` by Module::save, before
-// anything is loaded (Module::load would silently take the file's shapes). Returns the first difference,
-// or "", with names as the model spells them.
-std::string first_mismatch(const torch::nn::Module& module, torch::serialize::InputArchive& archive,
-                           const std::string& prefix) {
-  std::vector<std::string> expected;
-  auto compare = [&](const std::string& name, const at::Tensor& mine, bool is_buffer) -> std::string {
-    expected.push_back(name);
-    const std::string kind = is_buffer ? "buffer " : "parameter ";
-    at::Tensor theirs;
-    bool found = false;
-    try {
-      found = archive.try_read(name, theirs, is_buffer);
-    } catch (const c10::Error&) {
-      return "the file holds " + prefix + name + " as a " + (is_buffer ? "parameter" : "buffer") + ", the model as a " +
-             (is_buffer ? "buffer" : "parameter");
-    }
-    if (!found) return "the model's " + kind + prefix + name + " is not in the file";
-    if (theirs.sizes() != mine.sizes() || theirs.scalar_type() != mine.scalar_type()) {
-      return kind + prefix + name + " is " + shape_text(theirs) + " in the file but " + shape_text(mine) + " in the model";
-    }
-    if (!holds_only_finite(theirs)) return kind + prefix + name + " holds NaN or infinite values in the file";
-    return "";
-  };
-  for (const auto& p : module.named_parameters(/*recurse=*/false)) {
-    const std::string problem = compare(p.key(), p.value(), false);
-    if (!problem.empty()) return problem;
-  }
-  for (const auto& b : module.named_buffers(/*recurse=*/false)) {
-    const std::string problem = compare(b.key(), b.value(), true);
-    if (!problem.empty()) return problem;
-  }
-  for (const auto& child : module.named_children()) {
-    expected.push_back(child.key());
-    torch::serialize::InputArchive child_archive;
-    if (!archive.try_read(child.key(), child_archive)) {
-      return "the model's submodule " + prefix + child.key() + " is not in the file";
-    }
-    const std::string problem = first_mismatch(*child.value(), child_archive, prefix + child.key() + ".");
-    if (!problem.empty()) return problem;
-  }
-  for (const std::string& key : archive.keys()) {
-    if (std::find(expected.begin(), expected.end(), key) == expected.end()) {
-      return "the file holds " + prefix + key + ", which the model does not have";
-    }
-  }
-  return "";
-}
-
-// The first line of a message, for errors whose text runs on (TorchScript's quote the source).
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
-
-// Reads the records of a checkpoint other than its modules: the format, the position, the metrics.
-void read_meta(torch::serialize::InputArchive& archive, CheckpointMeta& meta) {
-  const int64_t version = read_int(archive, "format_version");
-  if (version != kCheckpointFormatVersion) {
-    throw DataError("format version " + std::to_string(version) + ", expected " + std::to_string(kCheckpointFormatVersion) +
-                    (version < kCheckpointFormatVersion ? " (an older format, written before dtrain 0.1.0, is not read)"
-                                                        : " (written by a newer dtrain?)"));
-  }
-  meta.epoch = read_int(archive, "epoch");
-  meta.seed = read_int(archive, "seed");
-  meta.world_size = read_int(archive, "world_size");
-  meta.workload = read_string(archive, "workload");
-  meta.optimizer = read_string(archive, "optimizer_name");
-  torch::serialize::InputArchive metrics_archive;
-  if (archive.try_read("metrics", metrics_archive)) meta.metrics = read_metrics(metrics_archive);
-  meta.epoch_samples = read_int(archive, "epoch_samples");
-  meta.epoch_steps = read_int(archive, "epoch_steps");
-  meta.global_batch = read_int(archive, "global_batch");
-  meta.saved_unix_s = read_double(archive, "saved_unix_s");
-  meta.partial_train = read_metric_values(archive, "partial_train");
-  meta.partial_samples = read_int(archive, "partial_samples");
-  at::Tensor recorded_labels;
-  if (archive.try_read("data_labels", recorded_labels)) meta.labels = tensor_string(recorded_labels);
+nlohmann::json json_record(const std::map<std::string, std::string>& metadata, const char* key, int depth) {
+  return parse_bounded_json(record(metadata, key), depth, std::string("its record '") + key + "'");
 }
 
 // Far beyond any run, and far enough below INT64_MAX that the position arithmetic of a resume
@@ -280,32 +169,159 @@ void check_meta_ranges(const CheckpointMeta& meta) {
   check_range("world_size", meta.world_size, 1, kMaxCheckpointCount);
 }
 
+void read_meta(const std::map<std::string, std::string>& md, DecodedCheckpoint& decoded) {
+  const auto format = md.find("format");
+  if (format == md.end() || format->second != kFormatName) {
+    throw DataError("it is a safetensors file but not a dtrain checkpoint (no __metadata__ format '" + std::string(kFormatName) +
+                    "'); to start from weights PyTorch wrote, pass it to --init-from");
+  }
+  const int64_t version = int_record(md, "format_version");
+  if (version != kCheckpointFormatVersion) {
+    throw DataError("format version " + std::to_string(version) + ", expected " + std::to_string(kCheckpointFormatVersion) +
+                    (version > kCheckpointFormatVersion ? " (written by a newer dtrain?)" : ""));
+  }
+  CheckpointMeta& meta = decoded.meta;
+  meta.epoch = int_record(md, "epoch");
+  meta.seed = int_record(md, "seed");
+  meta.world_size = int_record(md, "world_size");
+  meta.workload = record(md, "workload");
+  meta.optimizer = record(md, "optimizer");
+  meta.epoch_samples = int_record(md, "epoch_samples");
+  meta.epoch_steps = int_record(md, "epoch_steps");
+  meta.global_batch = int_record(md, "global_batch");
+  meta.partial_samples = int_record(md, "partial_samples");
+  const std::string& saved = record(md, "saved_unix_s");
+  char* end = nullptr;
+  meta.saved_unix_s = std::strtod(saved.c_str(), &end);
+  if (saved.empty() || *end != '\0') throw DataError("it records saved_unix_s '" + saved.substr(0, 40) + "', expected a number");
+  meta.partial_train = metric_values_of(json_record(md, "partial_train", 2), "partial_train");
+  if (md.count("metrics") > 0) meta.metrics = epoch_stats_of(json_record(md, "metrics", 3));
+  if (md.count("data_labels") > 0) meta.labels = md.at("data_labels");
+  if (md.count("run_id") > 0) meta.run_id = md.at("run_id");
+  decoded.optimizers = json_record(md, "optimizer_options", 5);
+  if (!decoded.optimizers.is_object()) throw DataError("its optimizer_options is not an object");
+  const nlohmann::json modules = json_record(md, "modules", 1);
+  for (const nlohmann::json& m : modules.is_array() ? modules : nlohmann::json::array()) {
+    if (!m.is_string()) throw DataError("its modules list holds " + m.dump() + ", expected names");
+    decoded.modules.push_back(m.get<std::string>());
+  }
+  if (decoded.modules.empty()) throw DataError("it names no module");
+}
+
+// Every tensor's CRC-32 against the one recorded, and every tensor recorded.
+void check_crcs(const DecodedCheckpoint& decoded) {
+  const nlohmann::json crcs = json_record(decoded.file.metadata, "crc32", 1);
+  if (!crcs.is_object() || crcs.size() != decoded.file.entries.size()) {
+    throw DataError("its crc32 record lists " + std::to_string(crcs.is_object() ? crcs.size() : 0) + " tensors, the file holds " +
+                    std::to_string(decoded.file.entries.size()));
+  }
+  for (const SafetensorsEntry& e : decoded.file.entries) {
+    if (!crcs.contains(e.name) || !crcs[e.name].is_number_unsigned()) throw DataError("its crc32 record lacks tensor '" + e.name + "'");
+    const uint32_t actual = crc32_of(decoded.file.bytes_of(e));
+    if (crcs[e.name].get<uint64_t>() != actual) {
+      throw DataError("tensor '" + e.name + "' fails its CRC-32 check (damaged)");
+    }
+  }
+}
+
 }  // namespace
+
+// A contiguous host tensor is scanned on the calling thread: the check runs on the checkpoint writer's
+// thread too, where an ATen reduction would start a second pool of threads beside training's.
+bool holds_only_finite(const at::Tensor& t) {
+  if (!t.is_floating_point()) return true;
+  if (t.is_cpu() && t.is_contiguous()) {
+    const int64_t n = t.numel();
+    switch (t.scalar_type()) {
+      case at::kFloat: return all_finite_values(t.data_ptr<float>(), n);
+      case at::kDouble: return all_finite_values(t.data_ptr<double>(), n);
+      case at::kHalf: return all_finite_values(t.data_ptr<at::Half>(), n);
+      case at::kBFloat16: return all_finite_values(t.data_ptr<at::BFloat16>(), n);
+      default: break;
+    }
+  }
+  return at::isfinite(t).all().item<bool>();
+}
 
 CheckpointPosition checkpoint_position_of(const CheckpointMeta& meta) {
   return meta.epoch_samples > 0 ? CheckpointPosition{meta.epoch + 1, meta.epoch_steps}
                                 : CheckpointPosition{meta.epoch, kEpochEndSteps};
 }
 
-DecodedCheckpoint decode_checkpoint(const std::string& path, const std::string& bytes, c10::Device device) {
+void collect_module_state(const TrainedModule& module, const TensorCopy& take, const std::string& suffix,
+                          CheckpointState& state) {
+  if (module.name.empty() || module.name.find('.') != std::string::npos || module.name == "optimizer") {
+    throw Error("module name '" + module.name + "' cannot name a checkpoint's tensors (no dot, not 'optimizer')");
+  }
+  state.modules.push_back(module.name);
+  std::unordered_map<const void*, std::string> names;  // parameter -> its path, for the optimizer's state
+  for (const auto& p : module.module->named_parameters()) {
+    at::Tensor t = take(p.value());
+    state.tensors.emplace_back(module.name + "." + p.key(), t);
+    state.checked.emplace_back("parameter " + p.key() + suffix, std::move(t));
+    names.emplace(p.value().unsafeGetTensorImpl(), p.key());
+  }
+  for (const auto& b : module.module->named_buffers()) {
+    at::Tensor t = take(b.value());
+    state.tensors.emplace_back(module.name + "." + b.key(), t);
+    state.checked.emplace_back("buffer " + b.key() + suffix, std::move(t));
+  }
+  if (!module.optimizer) return;  // a module the step updates itself (a moving average)
+  state.optimizers[module.name] = optimizer_options(*module.optimizer);
+  for_each_optimizer_state(*module.optimizer, take, [&](const at::Tensor& param, const std::string& key, at::Tensor t) {
+    const auto name = names.find(param.unsafeGetTensorImpl());
+    if (name == names.end()) throw Error("the " + module.name + " optimizer updates a tensor that is not a parameter of it");
+    state.tensors.emplace_back(kOptimizerPrefix + module.name + "." + name->second + "." + key, std::move(t));
+  });
+}
+
+std::string encode_checkpoint(const CheckpointState& state, const CheckpointMeta& meta) {
+  NamedTensors host;
+  host.reserve(state.tensors.size());
+  nlohmann::json crcs = nlohmann::json::object();
+  for (const auto& [name, t] : state.tensors) {
+    at::Tensor h = t.is_cpu() ? t : t.to(at::kCPU);
+    if (!h.is_contiguous()) h = h.contiguous();
+    crcs[name] = crc32_of(std::string_view(static_cast<const char*>(h.data_ptr()), h.numel() * h.element_size()));
+    host.emplace_back(name, std::move(h));
+  }
+  std::map<std::string, std::string> md{
+      {"format", kFormatName},
+      {"format_version", std::to_string(kCheckpointFormatVersion)},
+      {"dtrain_version", DTRAIN_VERSION},
+      {"workload", meta.workload},
+      {"modules", nlohmann::json(state.modules).dump()},
+      {"optimizer", meta.optimizer},
+      {"optimizer_options", state.optimizers.dump()},
+      {"epoch", std::to_string(meta.epoch)},
+      {"seed", std::to_string(meta.seed)},
+      {"world_size", std::to_string(meta.world_size)},
+      {"epoch_samples", std::to_string(meta.epoch_samples)},
+      {"epoch_steps", std::to_string(meta.epoch_steps)},
+      {"partial_train", metric_values_json(meta.partial_train).dump()},
+      {"partial_samples", std::to_string(meta.partial_samples)},
+      {"global_batch", std::to_string(meta.global_batch)},
+      {"saved_unix_s", nlohmann::json(meta.saved_unix_s).dump()},
+      {"crc32", crcs.dump()},
+  };
+  if (!meta.labels.empty()) md["data_labels"] = meta.labels;
+  if (!meta.run_id.empty()) md["run_id"] = meta.run_id;
+  if (meta.metrics) md["metrics"] = epoch_stats_json(*meta.metrics).dump();
+  return write_safetensors(host, md);
+}
+
+DecodedCheckpoint decode_checkpoint(const std::string& path, std::string bytes) {
   DecodedCheckpoint decoded;
   decoded.meta.path = path;
-  std::string problem = zip_damage(bytes);
-  if (problem.empty()) problem = checkpoint_archive_problem(bytes);
-  if (!problem.empty()) throw DataError(problem);
-  try {
-    decoded.archive.load_from(bytes.data(), bytes.size(), device);
-    read_meta(decoded.archive, decoded.meta);
-  } catch (const DataError&) {
-    throw;
-  } catch (const c10::Error& e) {
-    throw DataError("LibTorch cannot read it: " + first_line(e.what_without_backtrace()));
-  } catch (const std::exception& e) {
-    // LibTorch's TorchScript reader reports a damaged archive with std::runtime_error (its ErrorReport,
-    // several lines quoting the source it could not parse).
-    throw DataError("LibTorch cannot read it: " + first_line(e.what()));
+  if (bytes.rfind("PK\x03\x04", 0) == 0) {
+    throw DataError("it is a LibTorch archive (format 4, dtrain 0.1), which this dtrain does not read: convert it once with "
+                    "scripts/convert_checkpoint.py");
   }
+  decoded.bytes = std::make_shared<std::string>(std::move(bytes));
+  decoded.file = parse_safetensors(*decoded.bytes);
+  read_meta(decoded.file.metadata, decoded);
   check_meta_ranges(decoded.meta);
+  check_crcs(decoded);
   const std::optional<CheckpointPosition> named = checkpoint_position(fs::path(path).filename().string(), path);
   const CheckpointPosition recorded = checkpoint_position_of(decoded.meta);
   if (named && *named != recorded) {
@@ -315,48 +331,192 @@ DecodedCheckpoint decode_checkpoint(const std::string& path, const std::string& 
   return decoded;
 }
 
-void load_checkpoint_modules(DecodedCheckpoint& decoded, std::vector<TrainedModule>& modules, const std::string& workload) {
+CheckpointLoad plan_checkpoint_load(const DecodedCheckpoint& decoded, const std::vector<TrainedModule>& modules,
+                                   const std::string& workload) {
   const CheckpointMeta& meta = decoded.meta;
-  torch::serialize::InputArchive& archive = decoded.archive;
   const std::string where = "checkpoint '" + meta.path + "'";
+  const std::string mismatch = where + " (workload " + meta.workload + ", world size " + std::to_string(meta.world_size) +
+                               ") does not match this " + workload + " model: ";
+  std::vector<std::string> names;
+  for (const TrainedModule& m : modules) names.push_back(m.name);
+  for (const std::string& m : decoded.modules) {
+    if (std::find(names.begin(), names.end(), m) == names.end()) {
+      throw CheckpointMismatch(where + " (workload " + meta.workload + ") holds a module '" + m + "', which this " + workload +
+                               " run does not train");
+    }
+  }
+  // Every tensor of the file is claimed by exactly one live tensor or optimizer-state entry.
+  CheckpointLoad plan;
+  plan.file = &decoded.file;
+  plan.optimizer_states.resize(modules.size());
+  std::set<std::string> claimed;
+  for (size_t i = 0; i < modules.size(); ++i) {
+    const TrainedModule& m = modules[i];
+    if (std::find(decoded.modules.begin(), decoded.modules.end(), m.name) == decoded.modules.end()) {
+      throw CheckpointMismatch(where + " holds no module '" + m.name + "'");
+    }
+    const std::string prefix = modules.size() > 1 ? m.name + "." : "";
+    const auto claim = [&](const std::string& path, const at::Tensor& live, const char* kind) {
+      const std::string name = m.name + "." + path;
+      const SafetensorsEntry* e = decoded.file.find(name);
+      if (e == nullptr) throw CheckpointMismatch(mismatch + "the model's " + kind + " " + prefix + path + " is not in the file");
+      if (at::IntArrayRef(e->shape) != live.sizes() || e->dtype != live.scalar_type()) {
+        throw CheckpointMismatch(mismatch + kind + " " + prefix + path + " is " + shape_text(e->shape, e->dtype) +
+                                 " in the file but " + shape_text(live.sizes(), live.scalar_type()) + " in the model");
+      }
+      // dtrain never writes one (Checkpointer::persist refuses): a file that holds one is not its own.
+      if (!bytes_finite(decoded.file.bytes_of(*e), e->dtype)) {
+        throw DataError(kind + std::string(" ") + prefix + path + " holds NaN or infinite values");
+      }
+      claimed.insert(name);
+      plan.tensors.push_back({live, e});
+    };
+    std::unordered_map<const void*, std::string> param_names;
+    for (const auto& p : m.module->named_parameters()) {
+      claim(p.key(), p.value(), "parameter");
+      param_names.emplace(p.value().unsafeGetTensorImpl(), p.key());
+    }
+    for (const auto& b : m.module->named_buffers()) claim(b.key(), b.value(), "buffer");
+    if (!m.optimizer) continue;
+    if (!decoded.optimizers.contains(m.name)) throw DataError("it holds no optimizer options for module '" + m.name + "'");
+    // Each parameter has all of its optimizer's state keys or none (it never stepped). What is wrong
+    // here is wrong with the file (its model matched), which a resume passes over.
+    const std::vector<std::string> keys = optimizer_state_keys(*m.optimizer);
+    for (const auto& group : m.optimizer->param_groups()) {
+      for (const at::Tensor& param : group.params()) {
+        const std::string base = kOptimizerPrefix + m.name + "." + param_names.at(param.unsafeGetTensorImpl()) + ".";
+        std::pair<at::Tensor, std::map<std::string, at::Tensor>> state{param, {}};
+        for (const std::string& key : keys) {
+          const SafetensorsEntry* e = decoded.file.find(base + key);
+          if (e == nullptr) continue;
+          const bool step = key == "step";
+          const bool fits = step ? e->shape.empty() && e->dtype == at::kLong
+                                 : at::IntArrayRef(e->shape) == param.sizes() && e->dtype == param.scalar_type();
+          if (!fits) {
+            throw DataError("optimizer state " + base + key + " is " + shape_text(e->shape, e->dtype) + ", expected " +
+                            (step ? std::string("[] Long") : shape_text(param.sizes(), param.scalar_type())));
+          }
+          if (!bytes_finite(decoded.file.bytes_of(*e), e->dtype)) {
+            throw DataError("optimizer state " + base + key + " holds NaN or infinite values");
+          }
+          state.second.emplace(key, decoded.file.tensor(*e));
+          claimed.insert(base + key);
+        }
+        for (const std::string& key : keys) {
+          if (!state.second.empty() && state.second.count(key) == 0) {
+            throw DataError("optimizer state " + base + key + " is missing (the parameter's other state is there)");
+          }
+        }
+        if (state.second.count("step") > 0 && state.second.at("step").item<int64_t>() < 0) {
+          throw DataError("optimizer state " + base + "step is negative");
+        }
+        if (!state.second.empty()) plan.optimizer_states[i].push_back(std::move(state));
+      }
+    }
+    // The options are tried on the optimizer and put back: a record that does not set is the file's fault.
+    const nlohmann::json& options = decoded.optimizers[m.name];
+    const nlohmann::json before = optimizer_options(*m.optimizer);
+    try {
+      set_optimizer_options(*m.optimizer, options, "the " + m.name + " optimizer's record");
+    } catch (const DataError&) {
+      set_optimizer_options(*m.optimizer, before, "");
+      throw;
+    }
+    set_optimizer_options(*m.optimizer, before, "");
+    plan.optimizer_options.push_back(options);
+  }
+  for (const SafetensorsEntry& e : decoded.file.entries) {
+    if (claimed.count(e.name) > 0) continue;
+    if (e.name.rfind(kOptimizerPrefix, 0) == 0) throw DataError("it holds " + e.name + ", which no parameter's optimizer has");
+    throw CheckpointMismatch(mismatch + "the file holds " + e.name + ", which the model does not have");
+  }
+  return plan;
+}
+
+void apply_checkpoint_load(const CheckpointLoad& plan, std::vector<TrainedModule>& modules) {
+  size_t next = 0;
+  for (TrainedModule& m : modules) {
+    if (m.optimizer) set_optimizer_options(*m.optimizer, plan.optimizer_options.at(next++), "");
+  }
+  at::NoGradGuard no_grad;
+  for (const auto& [live, entry] : plan.tensors) {
+    at::Tensor target = live;
+    target.copy_(plan.file->tensor(*entry));
+  }
+  for (size_t i = 0; i < modules.size(); ++i) {
+    if (modules[i].optimizer) set_optimizer_state(*modules[i].optimizer, plan.optimizer_states[i]);
+  }
+}
+
+CheckpointLoad plan_initial_weights(const SafetensorsFile& file, const std::vector<TrainedModule>& modules) {
+  const bool dtrain_checkpoint = file.metadata.count("format") > 0 && file.metadata.at("format") == kFormatName;
+  // The file's entries by the live name they map to, "<module>.<path>".
+  std::map<std::string, const SafetensorsEntry*> mapped;
+  std::vector<std::string> unmapped;
+  for (const SafetensorsEntry& e : file.entries) {
+    if (dtrain_checkpoint && e.name.rfind(kOptimizerPrefix, 0) == 0) continue;
+    std::string name = e.name.rfind("module.", 0) == 0 ? e.name.substr(7) : e.name;
+    const auto owner = std::find_if(modules.begin(), modules.end(),
+                                    [&name](const TrainedModule& m) { return name.rfind(m.name + ".", 0) == 0; });
+    if (owner == modules.end()) {
+      if (modules.size() != 1) {
+        unmapped.push_back(e.name);
+        continue;
+      }
+      name = modules.front().name + "." + name;
+    }
+    if (!mapped.emplace(name, &e).second) unmapped.push_back(e.name + " (a second entry for " + name + ")");
+  }
+  CheckpointLoad plan;
+  plan.file = &file;
+  std::vector<std::string> missing;
+  std::vector<std::string> misshapen;
+  for (const TrainedModule& m : modules) {
+    const auto claim = [&](const std::string& path, const at::Tensor& live) {
+      const std::string name = m.name + "." + path;
+      const auto it = mapped.find(name);
+      if (it == mapped.end()) {
+        missing.push_back(name);
+        return;
+      }
+      const SafetensorsEntry& e = *it->second;
+      const bool convertible = e.dtype == live.scalar_type() || (at::isFloatingType(e.dtype) && at::isFloatingType(live.scalar_type()));
+      if (at::IntArrayRef(e.shape) != live.sizes() || !convertible) {
+        misshapen.push_back(e.name + " is " + shape_text(e.shape, e.dtype) + ", " + name + " " + shape_text(live.sizes(), live.scalar_type()));
+      } else if (!bytes_finite(file.bytes_of(e), e.dtype)) {
+        misshapen.push_back(e.name + " holds NaN or infinite values");
+      } else {
+        plan.tensors.push_back({live, &e});
+      }
+      mapped.erase(it);
+    };
+    for (const auto& p : m.module->named_parameters()) claim(p.key(), p.value());
+    for (const auto& b : m.module->named_buffers()) claim(b.key(), b.value());
+  }
+  for (const auto& [name, e] : mapped) unmapped.push_back(e->name);
+  const auto list = [](const char* what, const std::vector<std::string>& names) -> std::string {
+    if (names.empty()) return "";
+    std::string out = std::string("\n  ") + what + " (" + std::to_string(names.size()) + "):";
+    for (size_t i = 0; i < names.size() && i < 8; ++i) out += " " + names[i] + (i + 1 < names.size() && i < 7 ? "," : "");
+    return out + (names.size() > 8 ? " ..." : "");
+  };
+  const std::string problems = list("not in the file", missing) + list("in the file but not in the model", unmapped) +
+                               list("of another shape or type", misshapen);
+  if (!problems.empty()) throw DataError("its tensors do not match the model (docs/usage.md, \"Starting from PyTorch weights\"):" + problems);
+  plan.optimizer_states.resize(modules.size());
+  for (const TrainedModule& m : modules) {
+    if (m.optimizer) plan.optimizer_options.push_back(optimizer_options(*m.optimizer));  // unchanged
+  }
+  return plan;
+}
+
+void load_checkpoint_modules(const DecodedCheckpoint& decoded, std::vector<TrainedModule>& modules, const std::string& workload) {
   try {
-    torch::serialize::InputArchive modules_archive;
-    torch::serialize::InputArchive optimizers_archive;
-    if (!archive.try_read("modules", modules_archive) || !archive.try_read("optimizers", optimizers_archive)) {
-      throw DataError(where + " holds no modules");
-    }
-    std::vector<std::string> names;
-    for (const TrainedModule& m : modules) names.push_back(m.name);
-    for (const std::string& key : modules_archive.keys()) {
-      if (std::find(names.begin(), names.end(), key) == names.end()) {
-        throw DataError(where + " (workload " + meta.workload + ") holds a module '" + key + "', which this " + workload +
-                        " run does not train");
-      }
-    }
-    std::vector<torch::serialize::InputArchive> module_archives(modules.size());
-    for (size_t i = 0; i < modules.size(); ++i) {
-      const TrainedModule& m = modules[i];
-      if (!modules_archive.try_read(m.name, module_archives[i])) throw DataError(where + " holds no module '" + m.name + "'");
-      const std::string mismatch = first_mismatch(*m.module, module_archives[i], modules.size() > 1 ? m.name + "." : "");
-      if (!mismatch.empty()) {
-        throw DataError(where + " (workload " + meta.workload + ", world size " + std::to_string(meta.world_size) +
-                        ") does not match this " + workload + " model: " + mismatch);
-      }
-    }
-    for (size_t i = 0; i < modules.size(); ++i) {
-      TrainedModule& m = modules[i];
-      m.module->load(module_archives[i]);
-      if (!m.optimizer) continue;
-      torch::serialize::InputArchive optimizer_archive;
-      optimizers_archive.read(m.name, optimizer_archive);
-      m.optimizer->load(optimizer_archive);
-    }
-  } catch (const DataError&) {
+    apply_checkpoint_load(plan_checkpoint_load(decoded, modules, workload), modules);
+  } catch (const CheckpointMismatch&) {
     throw;
-  } catch (const c10::Error& e) {
-    throw DataError(where + " does not match the " + workload + " model: " + e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    throw DataError(where + " does not match the " + workload + " model: " + first_line(e.what()));
+  } catch (const DataError& e) {
+    throw DataError("checkpoint '" + decoded.meta.path + "' is unusable: " + e.message());
   }
 }
 

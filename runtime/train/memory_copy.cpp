@@ -281,7 +281,9 @@ std::vector<CheckpointFile> MemoryCopy::list() const {
     } catch (const DataError&) {
       continue;  // a name whose numbers no run reaches: not a file dtrain wrote
     }
-    if (position && own_file_size(dir_.fd(), name) >= 0) found.push_back({*position, dir_.shown(name)});
+    if (position && own_file_size(dir_.fd(), name) >= 0) {
+      found.push_back({*position, dir_.shown(name), is_format4_checkpoint_name(name)});
+    }
   }
   std::sort(found.begin(), found.end(), [](const CheckpointFile& a, const CheckpointFile& b) {
     return a.position != b.position ? a.position < b.position : a.path < b.path;

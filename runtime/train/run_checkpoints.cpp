@@ -76,18 +76,25 @@ void RunCheckpoints::set_phase(Phase phase, int64_t epoch, int64_t step) {
 }
 
 const CheckpointMeta* RunCheckpoints::restore() {
-  if (!options_.resume) return nullptr;
-  restore_begin_unix_s_ = unix_now_s();
-  Stopwatch watch;
-  set_phase(Phase::kRestoring, 0);
-  Restored found = Checkpointer(options_, comm_).restore(state_.modules(), identity_.workload, identity_.optimizer,
-                                                         identity_.labels);
-  restored_ = std::move(found.checkpoint);
-  passed_over_ = std::move(found.passed_over);
-  if (restored_) {
-    restore_s_ = watch.elapsed_s();
-  } else {
-    resume_note_ = "no checkpoint in " + options_.dir + "; starting at epoch 1";
+  const Checkpointer checkpointer(options_, comm_);
+  if (options_.resume) {
+    restore_begin_unix_s_ = unix_now_s();
+    Stopwatch watch;
+    set_phase(Phase::kRestoring, 0);
+    Restored found = checkpointer.restore(state_.modules(), identity_.workload, identity_.optimizer, identity_.labels);
+    restored_ = std::move(found.checkpoint);
+    passed_over_ = std::move(found.passed_over);
+    if (restored_) {
+      restore_s_ = watch.elapsed_s();
+    } else {
+      resume_note_ = "no checkpoint in " + options_.dir + "; starting at epoch 1";
+    }
+  }
+  if (!restored_ && !options_.init_from.empty()) {
+    set_phase(Phase::kRestoring, 0);
+    const int64_t loaded = checkpointer.init_from(options_.init_from, state_.modules());
+    resume_note_ = (resume_note_.empty() ? "" : resume_note_ + "; ") + "starting from the weights in " + options_.init_from +
+                   " (" + std::to_string(loaded) + " tensors)";
   }
   return restored();
 }

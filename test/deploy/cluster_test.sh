@@ -135,7 +135,7 @@ faults() {
   local launch=$!
   # The cut comes once a checkpoint is on disk (a fixed delay raced the start-up on a loaded machine).
   local deadline=$((SECONDS + 120))
-  while [ $SECONDS -lt $deadline ] && ! compgen -G "$work/el-ck/checkpoint-epoch-*.pt" >/dev/null; do sleep 0.5; done
+  while [ $SECONDS -lt $deadline ] && ! compgen -G "$work/el-ck/checkpoint-epoch-*.safetensors" >/dev/null; do sleep 0.5; done
   bash "$cluster" link node3 down
   deadline=$((SECONDS + 200))
   while [ $SECONDS -lt $deadline ] && ! grep -q "done: 1 epoch" "$work/el.out"; do sleep 1; done
@@ -158,7 +158,7 @@ faults() {
   bash "$cluster" loss node2 0.01
   timeout 300 bash "$cluster" mpirun -- "$dtrain" "${fast[@]}" --max-steps "$steps" --log-dir "$work/lossy" \
     --checkpoint-dir "$work/lossy-ck" >"$work/lossy.out" 2>&1 || { fail "run with 1% loss"; show "$work/lossy.out"; }
-  if same_model "$work/clean-ck/checkpoint-epoch-000001.pt" "$work/lossy-ck/checkpoint-epoch-000001.pt" >"$work/same.out"; then
+  if same_model "$work/clean-ck/checkpoint-epoch-000001.safetensors" "$work/lossy-ck/checkpoint-epoch-000001.safetensors" >"$work/same.out"; then
     pass "1% loss on node2: identical models ($(cat "$work/same.out")); communication s/step $(
       /usr/bin/python3 -c 'import json,sys
 for p in sys.argv[1:]:

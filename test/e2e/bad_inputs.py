@@ -10,13 +10,13 @@ Usage: bad_inputs.py DTRAIN MPIEXEC [MPIEXEC_FLAGS]
 import concurrent.futures
 import gzip
 import io
+import json
 import os
 import shutil
 import struct
 import subprocess
 import sys
 import tempfile
-import zipfile
 import zlib
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
@@ -52,6 +52,43 @@ def mnist_dir(root, name, images=None, labels=None, test_images=None, test_label
             with open(os.path.join(path, name_), "wb") as f:
                 f.write(data)
     return path
+
+
+def split_safetensors(raw):
+    """A safetensors file's header (JSON) and data."""
+    (n,) = struct.unpack_from("<Q", raw)
+    return json.loads(raw[8:8 + n]), raw[8 + n:]
+
+
+def tensors_of(header, data):
+    return {name: (e["dtype"], e["shape"], data[e["data_offsets"][0]:e["data_offsets"][1]])
+            for name, e in header.items() if name != "__metadata__"}
+
+
+def raw_file(header_json, data_bytes):
+    """A file of the layout with this header text and `data_bytes` zero bytes of data."""
+    return struct.pack("<Q", len(header_json)) + header_json + b"\0" * data_bytes
+
+
+def crafted(header, tensors, shape=None, dtype=None, reshape=None, drop=()):
+    """A checkpoint rewritten from `tensors` with every offset and CRC-32 valid: `shape` and `dtype` change
+    what the header says of a tensor (its bytes unchanged), `reshape` cuts a tensor to that many elements
+    (bytes and shape alike), `drop` leaves tensors out."""
+    metadata = dict(header["__metadata__"])
+    out, blob, crcs = {}, b"", {}
+    for name, (kind, dims, payload) in tensors.items():
+        if name in drop:
+            continue
+        if reshape and name in reshape:
+            dims, payload = [reshape[name]], payload[:4 * reshape[name]]
+        out[name] = {"dtype": (dtype or {}).get(name, kind), "shape": (shape or {}).get(name, dims),
+                     "data_offsets": [len(blob), len(blob) + len(payload)]}
+        crcs[name] = zlib.crc32(payload)
+        blob += payload
+    metadata["crc32"] = json.dumps(crcs)
+    text = json.dumps({"__metadata__": metadata, **out}).encode()
+    text += b" " * ((8 - (8 + len(text)) % 8) % 8)
+    return struct.pack("<Q", len(text)) + text + blob
 
 
 def write(root, name, content, mode="w"):
@@ -325,60 +362,53 @@ def cases(root, checkpoint):
         add(f"checkpoint: {name}", FAST + ["--resume", "--checkpoint-dir", path, "--optimizer", "sgd"] + list(extra),
             status, message.replace("DIR", path), ranks)
 
-    good = {"checkpoint-epoch-000001.pt": checkpoint}
+    good = {"checkpoint-epoch-000001.safetensors": checkpoint}
     with open(checkpoint, "rb") as f:
         real = f.read()
-    damaged = "every checkpoint in checkpoint.dir 'DIR' is damaged:\n  DIR/checkpoint-epoch-000001.pt: "
-    ckpt("text file", {"checkpoint-epoch-000001.pt": "not a checkpoint"}, damaged + "it has no end of central directory")
-    ckpt("empty file", {"checkpoint-epoch-000001.pt": b""}, damaged + "it is empty")
-    ckpt("cut in half", {"checkpoint-epoch-000001.pt": real[:len(real) // 2]}, damaged + "it has no end of central directory")
-    ckpt("gzip file", {"checkpoint-epoch-000001.pt": gzip.compress(b"x" * 100)}, damaged + "it has no end of central directory")
+    header, data = split_safetensors(real)
+    damaged = "every checkpoint in checkpoint.dir 'DIR' is damaged:\n  DIR/checkpoint-epoch-000001.safetensors: "
+    one = "checkpoint-epoch-000001.safetensors"
+    ckpt("text file", {one: "not a checkpoint"}, damaged + "its header would be ")
+    ckpt("empty file", {one: b""}, damaged + "it is 0 bytes, shorter than a checkpoint's 8-byte header length")
+    ckpt("cut in half", {one: real[:len(real) // 2]}, damaged + "tensor '")
+    ckpt("gzip file", {one: gzip.compress(b"x" * 100)}, damaged + "its header would be ")
     flipped = bytearray(real)
-    flipped[len(real) // 2] ^= 0x10  # inside the largest record: a tensor's bytes
-    ckpt("one bit flipped", {"checkpoint-epoch-000001.pt": bytes(flipped)}, damaged + "record '")
-    # The largest record (a tensor's bytes) 12 bytes shorter in both of its headers, its CRC-32 recomputed:
-    # the zip check passes it, and its tensor's storage no longer has all its bytes.
-    with zipfile.ZipFile(checkpoint) as archive:
-        largest = max(archive.infolist(), key=lambda i: i.file_size)
-    cut = bytearray(real)
-    name_length, extra_length = struct.unpack_from("<HH", cut, largest.header_offset + 26)
-    start = largest.header_offset + 30 + name_length + extra_length
-    short_size = largest.file_size - 12
-    crc = zlib.crc32(bytes(cut[start:start + short_size]))
-    struct.pack_into("<III", cut, largest.header_offset + 14, crc, short_size, short_size)
-    at = cut.find(b"PK\x01\x02")
-    while at != -1:
-        entry_name_length = struct.unpack_from("<H", cut, at + 28)[0]
-        if cut[at + 46:at + 46 + entry_name_length].decode() == largest.filename:
-            struct.pack_into("<III", cut, at + 16, crc, short_size, short_size)
-            break
-        at = cut.find(b"PK\x01\x02", at + 4)
-    key = largest.filename.rsplit("/", 1)[1]
-    ckpt("a record cut short, its CRC recomputed", {"checkpoint-epoch-000001.pt": bytes(cut)},
-         f"elements of 4 bytes, but its record data/{key} holds {short_size} bytes")
-    ckpt("zip without a model", {"checkpoint-epoch-000001.pt": open(shutil.make_archive(
-        os.path.join(root, "some"), "zip", os.path.join(root, "yaml")), "rb").read()}, "is not inside an archive folder")
-    # Crafted, CRCs valid: one character of the TorchScript code changed (LibTorch 1.13's parser crashed on
-    # some such edits), and a file whose name says another position than the one it records.
-    crafted = io.BytesIO()
-    with zipfile.ZipFile(checkpoint) as archive, zipfile.ZipFile(crafted, "w", zipfile.ZIP_STORED) as out:
-        for info in archive.infolist():
-            data = archive.read(info.filename)
-            if info.filename.endswith("code/__torch__.py"):
-                data = data.replace(b"epoch : Tensor", b"epoch : Tensos", 1)
-            out.writestr(info.filename, data)
-    ckpt("TorchScript code changed, CRCs recomputed", {"checkpoint-epoch-000001.pt": crafted.getvalue()},
-         damaged + "record 'archive/code/__torch__.py' line ")
+    flipped[len(real) // 2] ^= 0x10  # inside the data: one tensor's bytes
+    ckpt("one bit flipped", {one: bytes(flipped)}, damaged + "' fails its CRC-32 check (damaged)")
+    # Crafted with every CRC valid: what a hostile or buggy writer could make.
+    largest = max((n for n in header if n != "__metadata__"), key=lambda n: header[n]["data_offsets"][1] - header[n]["data_offsets"][0])
+    tensors = tensors_of(header, data)
+    ckpt("a tensor's shape that its bytes do not fill", {one: crafted(header, tensors, shape={largest: [3]})},
+         damaged + f"tensor '{largest}' of shape [3] and dtype F32 takes ")
+    ckpt("a header 900 kB deep", {one: struct.pack("<Q", 900_000) + b"[" * 450_000 + b"]" * 450_000},
+         damaged + "its header nests deeper than 3 levels")
+    ckpt("a header naming a tensor twice", {one: raw_file(b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},'
+                                                          b'"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}', 8)},
+         damaged + "its header names 'a' twice")
+    ckpt("an unknown dtype", {one: crafted(header, tensors, dtype={largest: "F8_E4M3"})}, damaged + "has dtype \"F8_E4M3\"")
+    state = next(n for n in header if n.startswith("optimizer.") and n.endswith(".momentum_buffer"))
+    ckpt("optimizer state of another shape", {one: crafted(header, tensors, reshape={state: 1})},
+         damaged + f"optimizer state {state} is ")
+    ckpt("optimizer state missing for one parameter", {one: crafted(header, tensors, drop=[state])},
+         damaged + f"optimizer state {state} is missing")
+    ckpt("a zero-size tensor with an offset past the data", {one: raw_file(
+        b'{"a":{"dtype":"F32","shape":[0],"data_offsets":[99,99]}}', 0)}, damaged + "outside the 0 bytes of data")
+    ckpt("safetensors from PyTorch, not a checkpoint", {one: raw_file(
+        b'{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}', 4)},
+         damaged + "it is a safetensors file but not a dtrain checkpoint")
     ckpt("crafted newer file beside a whole one: the whole one resumes", {
-        "checkpoint-epoch-000001.pt": checkpoint, "checkpoint-epoch-000002.pt": crafted.getvalue()},
-         "passed over a damaged checkpoint, DIR/checkpoint-epoch-000002.pt: record 'archive/code/__torch__.py' line ",
-         ["--epochs", "2"], status=0)
-    ckpt("named for another position than it records", {"checkpoint-epoch-000099.pt": checkpoint},
+        one: checkpoint, "checkpoint-epoch-000002.safetensors": crafted(header, tensors, reshape={state: 1})},
+         "passed over a damaged checkpoint, DIR/checkpoint-epoch-000002.safetensors: ", ["--epochs", "2"], status=0)
+    # dtrain 0.1's checkpoints (a LibTorch zip) are named, with the one-time converter, and not passed over.
+    ckpt("format 4, newest", {one: checkpoint, "checkpoint-epoch-000002.pt": b"PK\x03\x04" + b"\0" * 60},
+         "checkpoint 'DIR/checkpoint-epoch-000002.pt' is of format 4 (a LibTorch archive of dtrain 0.1), which this "
+         "dtrain does not read. Convert it once", ["--epochs", "3"])
+    ckpt("named for another position than it records", {"checkpoint-epoch-000099.safetensors": checkpoint},
          damaged.replace("000001", "000099") + "its name says epoch 99 (its end) but it records epoch 1 (its end)")
     ckpt("other optimizer", good, "holds sgd optimizer state, this run uses adadelta", ["--optimizer", "adadelta"])
-    ckpt("epoch number overflows", {"checkpoint-epoch-99999999999999999999.pt": "x"},
+    ckpt("epoch number overflows", {"checkpoint-epoch-99999999999999999999.safetensors": "x"},
          "has an epoch number too large for any run")
-    ckpt("corrupt, on 2 ranks", {"checkpoint-epoch-000001.pt": "not a checkpoint"}, damaged + "it has no end", ranks=2)
+    ckpt("corrupt, on 2 ranks", {"checkpoint-epoch-000001.safetensors": "not a checkpoint"}, damaged + "its header would be", ranks=2)
     ckpt("other optimizer, on 2 ranks", good, "holds sgd optimizer state, this run uses adadelta",
          ["--optimizer", "adadelta"], ranks=2)
     add("checkpoint: directory is a file", FAST + ["--resume", "--checkpoint-dir", write(root, "ck/a-file", "x")], CONFIG,
@@ -388,10 +418,10 @@ def cases(root, checkpoint):
     # A file named like a checkpoint that is far larger than this model's checkpoint can be (a 3 GB sparse
     # file once took 31 s and 4.6 GB to pass over): refused from its size, without being read.
     os.makedirs(root + "/ck-huge", exist_ok=True)
-    with open(root + "/ck-huge/checkpoint-epoch-000001.pt", "wb") as f:
+    with open(root + "/ck-huge/checkpoint-epoch-000001.safetensors", "wb") as f:
         f.truncate(3 << 30)
     add("checkpoint: a 3 GB sparse file", FAST + ["--resume", "--checkpoint-dir", root + "/ck-huge"], DATA,
-        "checkpoint-epoch-000001.pt: it holds 3221225472 bytes, more than the ")
+        "checkpoint-epoch-000001.safetensors: it holds 3221225472 bytes, more than the ")
     add("log: directory is a file", FAST + ["--log-dir", root + "/ck/a-file"], CONFIG,
         "log.dir (from --log-dir) '" + root + "/ck/a-file' exists but is not a directory")
     add("log: directory in /proc", FAST + ["--log-dir", "/proc/dtrain-logs"], CONFIG,
@@ -441,7 +471,7 @@ def main():
                                                        "--checkpoint-dir", os.path.join(root, "made"), "--log-dir",
                                                        os.path.join(root, "made-logs")],
                               capture_output=True, text=True, timeout=300)
-        checkpoint = os.path.join(root, "made", "checkpoint-epoch-000001.pt")
+        checkpoint = os.path.join(root, "made", "checkpoint-epoch-000001.safetensors")
         if made.returncode != 0 or not os.path.isfile(checkpoint):
             print("bad_inputs: could not make the reference checkpoint:\n" + made.stdout + made.stderr)
             return 1

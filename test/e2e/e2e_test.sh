@@ -41,7 +41,7 @@ if run_np 2 "${fast[@]}" --epochs 2 --sample-interval-s 0.2 --log-dir logs1 --ch
 else
   fail "2-rank Katib run"; cat out1.txt
 fi
-[ -f ck1/checkpoint-epoch-000002.pt ] && pass "checkpoint written per epoch" || fail "no checkpoint for epoch 2"
+[ -f ck1/checkpoint-epoch-000002.safetensors ] && pass "checkpoint written per epoch" || fail "no checkpoint for epoch 2"
 
 # 1a. Kubeflow Katib's File collector (fileFormat JSON) finds each epoch's accuracy and loss in the run
 #     log, with the console's values and a timestamp.
@@ -131,8 +131,8 @@ if [ -n "$cgroup" ]; then sleep 1; rmdir "$cgroup" 2>/dev/null; fi
 
 # 3. Resume the 2-rank run's checkpoints on one rank: continues at epoch 3.
 if run_np 1 "${fast[@]}" --epochs 3 --resume --log-dir logs3 --checkpoint-dir ck1 >out3.txt 2>&1 &&
-   grep -q "resumed at epoch 3 from ck1/checkpoint-epoch-000002.pt (world size 2 then, 1 now)" out3.txt &&
-   [ "$(grep -c 'metricName: accuracy' out3.txt)" -eq 1 ] && [ -f ck1/checkpoint-epoch-000003.pt ]; then
+   grep -q "resumed at epoch 3 from ck1/checkpoint-epoch-000002.safetensors (world size 2 then, 1 now)" out3.txt &&
+   [ "$(grep -c 'metricName: accuracy' out3.txt)" -eq 1 ] && [ -f ck1/checkpoint-epoch-000003.safetensors ]; then
   pass "a 2-rank checkpoint resumes on 1 rank"
 else
   fail "resume from 2 ranks to 1"; cat out3.txt
@@ -154,9 +154,9 @@ fi
 #     without a name continues the newest run; a shared --checkpoint-dir with a run's checkpoints in it
 #     is not overwritten by a new run.
 if run_np 2 "${fast[@]}" --epochs 1 --log-dir logs-pair >pair1.txt 2>&1 &&
-   first_ck=$(ls logs-pair/*/checkpoints/checkpoint-epoch-000001.pt) && first_sum=$(sha256sum <"$first_ck") &&
+   first_ck=$(ls logs-pair/*/checkpoints/checkpoint-epoch-000001.safetensors) && first_sum=$(sha256sum <"$first_ck") &&
    run_np 2 "${fast[@]}" --epochs 1 --seed 2 --log-dir logs-pair >pair2.txt 2>&1 &&
-   [ "$(ls -d logs-pair/*/ | wc -l)" -eq 2 ] && [ "$(ls logs-pair/*/checkpoints/*.pt | wc -l)" -eq 2 ] &&
+   [ "$(ls -d logs-pair/*/ | wc -l)" -eq 2 ] && [ "$(ls logs-pair/*/checkpoints/*.safetensors | wc -l)" -eq 2 ] &&
    [ "$(sha256sum <"$first_ck")" = "$first_sum" ]; then
   pass "a second run in the same log directory leaves the first run's checkpoint as it was"
 else
@@ -168,11 +168,11 @@ named2_rc=$?
 if [ "$named2_rc" -eq 2 ] && [ "$(errors_in named2.txt)" -eq 1 ] &&
    grep -q "log.run_name 'job-1': a run of that name is already in 'logs-named'; continue it with --resume" named2.txt &&
    run_np 1 "${fast[@]}" --epochs 2 --log-dir logs-named --run-name job-1 --resume >named3.txt 2>&1 &&
-   grep -q "resumed at epoch 2 from logs-named/job-1/checkpoints/checkpoint-epoch-000001.pt" named3.txt &&
+   grep -q "resumed at epoch 2 from logs-named/job-1/checkpoints/checkpoint-epoch-000001.safetensors" named3.txt &&
    [ "$(grep -c '"event":"run_start"' logs-named/job-1/events.jsonl)" -eq 2 ] &&
    run_np 1 "${fast[@]}" --epochs 3 --log-dir logs-named --resume >named4.txt 2>&1 &&
    grep -q "resuming run 'job-1', the run of mnist in 'logs-named' with the newest checkpoint" named4.txt &&
-   grep -q "resumed at epoch 3 from logs-named/job-1/checkpoints/checkpoint-epoch-000002.pt" named4.txt; then
+   grep -q "resumed at epoch 3 from logs-named/job-1/checkpoints/checkpoint-epoch-000002.safetensors" named4.txt; then
   pass "a named run continues only with --resume, in its own directory; --resume alone finds the newest run"
 else
   fail "named runs (second start exit $named2_rc)"; cat named2.txt named3.txt named4.txt
@@ -190,7 +190,7 @@ shared_rc=$?
 if [ "$busy2_rc" -eq 2 ] &&
    grep -q "run 'busy' in 'logs-named' is in use by another dtrain (pid [0-9]* on .* since 20.*); wait for it to end" busy2.txt &&
    [ "$shared_rc" -eq 2 ] &&
-   grep -q "checkpoint.dir 'ck1' holds checkpoints of an earlier run (ck1/checkpoint-epoch-000003.pt), which this run would overwrite" shared.txt; then
+   grep -q "checkpoint.dir 'ck1' holds checkpoints of an earlier run (ck1/checkpoint-epoch-000003.safetensors), which this run would overwrite" shared.txt; then
   pass "a run in progress and a directory of earlier checkpoints are refused with what to do instead"
 else
   fail "busy run (exit $busy2_rc) or shared checkpoint.dir (exit $shared_rc)"; cat busy2.txt shared.txt
@@ -275,7 +275,7 @@ expect_error 2 "checkpoint.dir (from --checkpoint-dir) 'a-file' exists but is no
   --checkpoint-dir a-file --resume
 expect_error 2 "cannot create log.dir (from --log-dir) 'a-file/logs'" "${fast[@]}" --log-dir a-file/logs
 # A checkpoint the ranks all read (rank 0 broadcasts it) fails them all at once: printed once, no abort.
-mkdir -p ck-corrupt && echo "not a checkpoint" >ck-corrupt/checkpoint-epoch-000004.pt
+mkdir -p ck-corrupt && echo "not a checkpoint" >ck-corrupt/checkpoint-epoch-000004.safetensors
 expect_error 3 "every checkpoint in checkpoint.dir 'ck-corrupt' is damaged" "${fast[@]}" --checkpoint-dir ck-corrupt --resume \
   --log-dir logs-corrupt
 grep -q '"event":"error".*every checkpoint in checkpoint.dir' logs-corrupt/*/events.jsonl &&
@@ -288,10 +288,10 @@ import sys
 path = sys.argv[1]
 data = bytearray(open(path, 'rb').read())
 data[len(data) // 2] ^= 0x10
-open(path, 'wb').write(data)" ck-flip/checkpoint-epoch-000002.pt &&
+open(path, 'wb').write(data)" ck-flip/checkpoint-epoch-000002.safetensors &&
    run_np 2 "${fast[@]}" --epochs 3 --checkpoint-dir ck-flip --log-dir logs-flip --resume >flip2.out 2>&1 &&
-   grep -q "dtrain: warning: passed over a damaged checkpoint, ck-flip/checkpoint-epoch-000002.pt: record '.*' fails its CRC-32 check" flip2.out &&
-   grep -q "resumed at epoch 2 from ck-flip/checkpoint-epoch-000001.pt" flip2.out &&
+   grep -q "dtrain: warning: passed over a damaged checkpoint, ck-flip/checkpoint-epoch-000002.safetensors: record '.*' fails its CRC-32 check" flip2.out &&
+   grep -q "resumed at epoch 2 from ck-flip/checkpoint-epoch-000001.safetensors" flip2.out &&
    grep -q '"event":"warning".*passed over a damaged checkpoint' logs-flip/*/events.jsonl; then
   pass "a bit flipped in the newest checkpoint: named, passed over, resumed from the one before"
 else
@@ -355,8 +355,8 @@ node_local() {
 }
 if node_local --epochs 1 >nodelocal.out 2>&1 && node_local --epochs 2 --resume >nodelocal2.out 2>&1 &&
    [ "$(cat node-a/logs/*/events.jsonl | grep -c '"event":"epoch_end"')" -eq 2 ] &&
-   [ -f node-a/ck/checkpoint-epoch-000002.pt ] && [ ! -e node-b ] &&
-   grep -q "resumed at epoch 2 from node-a/ck/checkpoint-epoch-000001.pt" nodelocal2.out; then
+   [ -f node-a/ck/checkpoint-epoch-000002.safetensors ] && [ ! -e node-b ] &&
+   grep -q "resumed at epoch 2 from node-a/ck/checkpoint-epoch-000001.safetensors" nodelocal2.out; then
   pass "ranks with different log and checkpoint directories train and resume; rank 0's hold everything"
 else
   fail "node-local directories"; cat nodelocal.out nodelocal2.out
@@ -474,7 +474,7 @@ run_np 2 "${fast[@]}" --epochs 4 --lr 1e30 --resume --log-dir logs8 --checkpoint
 rc=$?
 if [ "$rc" -eq 4 ] && [ "$(errors_in err8.txt)" -eq 1 ] && ! grep -q "MPI_ABORT" err8.txt &&
    grep -q "epoch 3, step [0-9]*: the loss or the averaged gradients are NaN or infinite" err8.txt &&
-   ! grep -q "metricValue: -\?nan" out8.txt && [ "$(ls ck8 | grep -vx run_id)" = "$(printf 'checkpoint-epoch-000001.pt\ncheckpoint-epoch-000002.pt')" ] &&
+   ! grep -q "metricValue: -\?nan" out8.txt && [ "$(ls ck8 | grep -vx run_id)" = "$(printf 'checkpoint-epoch-000001.safetensors\ncheckpoint-epoch-000002.safetensors')" ] &&
    [ "$(tail -n 1 logs8/*/events.jsonl | grep -c '"event":"error"')" -eq 1 ]; then
   pass "a NaN loss stops every rank at one step (exit 4) and keeps the good checkpoints"
 else
@@ -497,7 +497,7 @@ if mount -t tmpfs -o size=64k tmpfs "$full" 2>mount.err; then
   rc_ck=$?
   if [ "$rc_log" -eq 5 ] && grep -q "cannot write '$full/logs/.*': No space left on device" err9a.txt &&
      [ -z "$leftover_log" ] && ! grep -q "Train Epoch" out9a.txt &&
-     [ "$rc_ck" -eq 5 ] && grep -q "cannot write '$full/ck/checkpoint-epoch-000001.pt': No space left on device" err9b.txt &&
+     [ "$rc_ck" -eq 5 ] && grep -q "cannot write '$full/ck/checkpoint-epoch-000001.safetensors': No space left on device" err9b.txt &&
      [ -z "$(ls -A "$full/ck" | grep -vxe '.dtrain.lock' -e run_id)" ] &&
      [ "$(grep -c "is only in this node's memory" err9b.txt)" -eq 1 ] &&
      grep -q '"event":"error".*No space left on device' logs9/*/events.jsonl; then
@@ -543,7 +543,7 @@ while run.poll() is None and time.time() < deadline:
     if glob.glob(tmp):
         os.kill(rank0(), signal.SIGKILL)
         run.wait()
-        print("killed while", tmp, "was being written; whole:", sorted(f for f in os.listdir(ck) if f.endswith(".pt")))
+        print("killed while", tmp, "was being written; whole:", sorted(f for f in os.listdir(ck) if f.endswith(".safetensors")))
         sys.exit(0)
     time.sleep(0.002)
 print("the run ended (exit", run.poll(), ") before the watcher saw", tmp)
@@ -563,14 +563,14 @@ for np in 1 2; do
   cp -r "$d" "$d-disk"
   timeout 300 "${launch[@]}" "${resnet[@]}" --log-dir logs10 --checkpoint-dir "$d" --resume >out10m-$np.txt 2>&1
   rc_memory=$?
-  memory_copy=$(sed -n 's/^resumed at epoch 3 from \(.*\)\/checkpoint-epoch-000002.pt, the copy in memory .*/\1/p' out10m-$np.txt)
+  memory_copy=$(sed -n 's/^resumed at epoch 3 from \(.*\)\/checkpoint-epoch-000002.safetensors, the copy in memory .*/\1/p' out10m-$np.txt)
   timeout 300 "${launch[@]}" "${resnet[@]}" --log-dir logs10 --checkpoint-dir "$d-disk" --resume >out10d-$np.txt 2>&1
   rc_disk=$?
-  if [ "$rc_whole" -eq 0 ] && [ "$rc_kill" -eq 0 ] && grep -q "whole: \['checkpoint-epoch-000001.pt'\]" out10k-$np.txt &&
+  if [ "$rc_whole" -eq 0 ] && [ "$rc_kill" -eq 0 ] && grep -q "whole: \['checkpoint-epoch-000001.safetensors'\]" out10k-$np.txt &&
      [ "$rc_memory" -eq 0 ] && [ -n "$memory_copy" ] && [ ! -e "$memory_copy" ] &&
-     same_model "$d-whole/checkpoint-epoch-000003.pt" "$d/checkpoint-epoch-000003.pt" "$tol" >same10m.txt 2>&1 &&
-     [ "$rc_disk" -eq 0 ] && grep -q "resumed at epoch 2 from .*$d-disk/checkpoint-epoch-000001.pt (world" out10d-$np.txt &&
-     same_model "$d-whole/checkpoint-epoch-000003.pt" "$d-disk/checkpoint-epoch-000003.pt" "$tol" >same10d.txt 2>&1; then
+     same_model "$d-whole/checkpoint-epoch-000003.safetensors" "$d/checkpoint-epoch-000003.safetensors" "$tol" >same10m.txt 2>&1 &&
+     [ "$rc_disk" -eq 0 ] && grep -q "resumed at epoch 2 from .*$d-disk/checkpoint-epoch-000001.safetensors (world" out10d-$np.txt &&
+     same_model "$d-whole/checkpoint-epoch-000003.safetensors" "$d-disk/checkpoint-epoch-000003.safetensors" "$tol" >same10d.txt 2>&1; then
     pass "$np rank(s) killed during a background checkpoint write: the resume from the copy in memory (epoch 3: $(cat same10m.txt)) and the one from disk (epoch 2: $(cat same10d.txt)) end as the uninterrupted run"
   else
     fail "$np rank(s) killed during a background write: uninterrupted exit $rc_whole, watcher $rc_kill, memory resume exit $rc_memory ('$memory_copy'), disk resume exit $rc_disk"

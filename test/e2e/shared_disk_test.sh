@@ -79,7 +79,7 @@ rc1=$?
 as_other rm "$proj/ck/.dtrain.lock"
 as_victim "$dtrain" "${fast[@]}" --log-dir logs --checkpoint-dir "$proj/ck" --allow-shared-dirs --checkpoint-every-steps 3 >b2.out 2>&1
 rc2=$?
-written=$(ls "$proj/ck" | grep -c '^checkpoint-epoch-.*\.pt$')
+written=$(ls "$proj/ck" | grep -c '^checkpoint-epoch-.*\.safetensors$')
 if [ "$rc1" -eq 2 ] && grep -q "the lock file '$proj/ck/.dtrain.lock' is a symbolic link, which dtrain does not follow; remove it" b1.out &&
    [ "$rc2" -eq 0 ] && [ "$written" -ge 2 ] && [ ! -L "$proj/ck/run_id" ] && [ ! -L "$proj/ck/progress" ] &&
    [ -L "$proj/ck/checkpoint-epoch-000001.pt.tmp" ] && intact; then
@@ -88,10 +88,10 @@ else
   fail "(b) exit $rc1 then $rc2, $written checkpoints"; cat b1.out; tail -5 b2.out; ls -la "$proj/ck"; cat "$home/private"
 fi
 # A link under a checkpoint's name, newer than any: named at the start of a --resume, passed over, never read.
-as_other ln -s "$home/private" "$proj/ck/checkpoint-epoch-000099.pt"
+as_other ln -s "$home/private" "$proj/ck/checkpoint-epoch-000099.safetensors"
 as_victim "$dtrain" "${fast[@]}" --epochs 2 --log-dir logs --checkpoint-dir "$proj/ck" --allow-shared-dirs --resume >b3.out 2>&1
 rc=$?
-if [ "$rc" -eq 0 ] && grep -q "^passed over .*'$proj/ck/checkpoint-epoch-000099.pt' (a symbolic link)" b3.out &&
+if [ "$rc" -eq 0 ] && grep -q "^passed over .*'$proj/ck/checkpoint-epoch-000099.safetensors' (a symbolic link)" b3.out &&
    grep -q "^resumed .* from $proj/ck/checkpoint-epoch-000001" b3.out && intact; then
   pass "(b) a link under a checkpoint's name is named at the start of a --resume, passed over and not read"
 else
@@ -154,10 +154,10 @@ done
 
 # --- (f) a directory under a checkpoint's name ----------------------------------------------------------------------
 rm -f "$ck/run_id"
-as_victim mkdir "$ck/checkpoint-epoch-000002.pt"
+as_victim mkdir "$ck/checkpoint-epoch-000002.safetensors"
 as_victim "$dtrain" "${fast[@]}" --epochs 2 --log-dir logs --run-name e --resume >f.out 2>&1
 rc=$?
-if [ "$rc" -eq 2 ] && grep -q "holds 'logs/e/checkpoints/checkpoint-epoch-000002.pt' (a directory) under a checkpoint's name" f.out; then
+if [ "$rc" -eq 2 ] && grep -q "holds 'logs/e/checkpoints/checkpoint-epoch-000002.safetensors' (a directory) under a checkpoint's name" f.out; then
   pass "(f) a directory under a checkpoint's name is named at the start (exit 2)"
 else
   fail "(f) exit $rc"; cat f.out

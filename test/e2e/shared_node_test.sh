@@ -67,10 +67,10 @@ mode_owner() { stat -c '%a %u' "$1"; }
 # --- (a) a per-user directory planted by another user ------------------------------------------------------
 as_victim sh -c 'echo precious > precious && chmod 600 precious'
 as_other "$dtrain" "${fast[@]}" --log-dir logs --run-name planted --checkpoint-memory-dir '' >/dev/null 2>&1
-planted=$other_home/logs/planted/checkpoints/checkpoint-epoch-000001.pt
+planted=$other_home/logs/planted/checkpoints/checkpoint-epoch-000001.safetensors
 mine=$shm/dtrain-$victim
 as_other mkdir -m 777 "$mine"
-as_other cp "$planted" "$mine/checkpoint-epoch-000099.pt"
+as_other cp "$planted" "$mine/checkpoint-epoch-000099.safetensors"
 for name in checkpoint-epoch-000001.pt.tmp checkpoint-epoch-000001-step-00000005.pt.tmp owner run_id; do
   as_other ln -s "$home/precious" "$mine/$name"
 done
@@ -79,7 +79,7 @@ as_victim "$dtrain" "${fast[@]}" --checkpoint-every-steps 5 --log-dir logs --run
 rc=$?
 if [ "$rc" -eq 0 ] && grep -q "is not a private directory of this user (owner uid $other, mode 0777" "$work/a.out" &&
    ! grep -q "^resumed" "$work/a.out" && [ "$(cat "$home/precious")" = precious ] && [ "$(mode_owner "$home/precious")" = "600 $victim" ] &&
-   [ -f "$mine/checkpoint-epoch-000099.pt" ] && [ -L "$mine/owner" ] && [ "$(ls "$mine" | wc -l)" -eq 5 ]; then
+   [ -f "$mine/checkpoint-epoch-000099.safetensors" ] && [ -L "$mine/owner" ] && [ "$(ls "$mine" | wc -l)" -eq 5 ]; then
   pass "a per-user directory another user planted (links, a checkpoint) is refused: nothing written through it, resumed or deleted"
 else
   fail "planted directory (exit $rc)"; cat "$work/a.out"; ls -la "$mine" "$home"
@@ -103,11 +103,11 @@ rm -f "$mine"
 
 # --- (c) the copy is private -----------------------------------------------------------------------------------
 as_victim "$dtrain" "${long[@]}" --log-dir logs --run-name r3 --checkpoint-memory-dir "$shm" >/dev/null 2>&1 &
-wait_for "$mine/*-*/checkpoint-epoch-*.pt" >/dev/null
+wait_for "$mine/*-*/checkpoint-epoch-*.safetensors" >/dev/null
 # The run goes on writing copies and removing older ones (a copy found a moment ago can be gone by the
 # time it is looked at): stopped, it holds still while its copy is examined.
 pkill -STOP -f "run-name r3"
-copy=$(compgen -G "$mine/*-*/checkpoint-epoch-*.pt" | head -n 1)
+copy=$(compgen -G "$mine/*-*/checkpoint-epoch-*.safetensors" | head -n 1)
 copy_dir=$(dirname "$copy")
 listing=$(as_other ls "$mine" 2>&1)
 reading=$(as_other cat "$copy" 2>&1 >/dev/null)
@@ -124,7 +124,7 @@ xdg=$work/xdg-victim
 mkdir -m 700 "$xdg"
 chown "$victim:$victim" "$xdg"
 as_victim env XDG_RUNTIME_DIR="$xdg" "$dtrain" "${long[@]}" --log-dir logs --run-name xdg >/dev/null 2>&1 &
-xdg_copy=$(wait_for "$xdg/dtrain-$victim/*-*/checkpoint-epoch-*.pt")
+xdg_copy=$(wait_for "$xdg/dtrain-$victim/*-*/checkpoint-epoch-*.safetensors")
 pkill -9 -f "run-name xdg"
 if [ -n "$xdg_copy" ]; then
   pass "checkpoint.memory_dir auto: the copy goes to \$XDG_RUNTIME_DIR ($(basename "$(dirname "$(dirname "$xdg_copy")")")/…)"
@@ -162,7 +162,7 @@ rm -rf "$shm/dtrain-0"
 
 # --- (f) killed during the first disk write ---------------------------------------------------------------------
 as_victim "$dtrain" "${long[@]}" --log-dir flogs --checkpoint-memory-dir "$shm" >/dev/null 2>&1 &
-wait_for "$home/flogs/*/checkpoints/checkpoint-epoch-*.pt" >/dev/null
+wait_for "$home/flogs/*/checkpoints/checkpoint-epoch-*.safetensors" >/dev/null
 pkill -9 -f "log-dir flogs"
 sleep 0.5
 rm -f "$home"/flogs/*/checkpoints/checkpoint-epoch-*  # the disk write that never finished
@@ -190,7 +190,7 @@ if mount -t tmpfs -o size=24m tmpfs "$full" 2>"$work/mount.err"; then
   kill -TERM "$(pgrep -f "run-name g" | head -1)"
   wait "$job"
   rc=$?
-  copies=$(ls "$shm/dtrain-0"/*-*/checkpoint-epoch-*.pt 2>/dev/null | wc -l)
+  copies=$(ls "$shm/dtrain-0"/*-*/checkpoint-epoch-*.safetensors 2>/dev/null | wc -l)
   rm -f "$full/filler"
   (cd "$work" && "$dtrain" "${long[@]}" --max-steps 5 --log-dir "$full" --run-name g --resume --checkpoint-memory-dir "$shm" \
     >g2.out 2>&1)
@@ -210,13 +210,13 @@ fi
 # A run stopped by a signal keeps its copy for a restart (its state is on disk too); a live run holds its own.
 as_victim "$dtrain" "${long[@]}" --log-dir logs --run-name idle --checkpoint-memory-dir "$shm" >/dev/null 2>&1 &
 wait_for "$home/logs/idle/checkpoints/run_id" >/dev/null
-idle_copy=$(wait_for "$mine/*-$(cat "$home/logs/idle/checkpoints/run_id")/checkpoint-epoch-*.pt")
+idle_copy=$(wait_for "$mine/*-$(cat "$home/logs/idle/checkpoints/run_id")/checkpoint-epoch-*.safetensors")
 pkill -TERM -f "run-name idle"
 for _ in $(seq 1 100); do pgrep -f "run-name idle" >/dev/null || break; sleep 0.1; done
-idle_kept=$(ls "$(dirname "$idle_copy")"/checkpoint-epoch-*.pt 2>/dev/null | wc -l)
+idle_kept=$(ls "$(dirname "$idle_copy")"/checkpoint-epoch-*.safetensors 2>/dev/null | wc -l)
 as_victim "$dtrain" "${long[@]}" --log-dir logs --run-name live --checkpoint-memory-dir "$shm" >/dev/null 2>&1 &
 wait_for "$home/logs/live/checkpoints/run_id" >/dev/null
-live_copy=$(wait_for "$mine/*-$(cat "$home/logs/live/checkpoints/run_id")/checkpoint-epoch-*.pt")
+live_copy=$(wait_for "$mine/*-$(cat "$home/logs/live/checkpoints/run_id")/checkpoint-epoch-*.safetensors")
 as_victim "$dtrain" --remove-memory-copies --checkpoint-memory-dir "$shm" >"$work/h.out" 2>&1
 rc=$?
 pkill -9 -f "run-name live"

@@ -164,7 +164,7 @@ fi
 # Epoch-end checkpoints only: the one of epoch 1 must survive a stop that cannot finish in epoch 2.
 "$mpiexec" -np 2 $mpi_flags "$dtrain" "${cpu[@]}" "${train[@]}" --epochs 3 --stop-timeout-s 2 --log-dir logs-d >d.out 2>&1 &
 job=$!
-for _ in $(seq 1 480); do ls logs-d/*/checkpoints/checkpoint-epoch-000001.pt >/dev/null 2>&1 && break; sleep 0.25; done
+for _ in $(seq 1 480); do ls logs-d/*/checkpoints/checkpoint-epoch-000001.safetensors >/dev/null 2>&1 && break; sleep 0.25; done
 sleep 2  # into epoch 2
 rank0=$(rank_pid "$dtrain" 0)
 rank1=$(rank_pid "$dtrain" 1)
@@ -183,8 +183,8 @@ leftovers
 record_d=$(stopped_record logs-d)
 if ! kill -0 "$rank0" 2>/dev/null && awk -v t="$took" 'BEGIN { exit !(t < 5) }' &&
    grep -Eq "did not finish within checkpoint.stop_timeout_s \(2 s\) \(the run was (training|checkpointing), epoch 2, step .*\): exiting at once; the newest complete checkpoint is kept" d.out &&
-   [ -f logs-d/*/checkpoints/checkpoint-epoch-000001.pt ] && no_tmp logs-d &&
-   [[ "$record_d" == "SIGTERM 0 2 "*" false "*"/checkpoint-epoch-000001.pt" ]] &&
+   [ -f logs-d/*/checkpoints/checkpoint-epoch-000001.safetensors ] && no_tmp logs-d &&
+   [[ "$record_d" == "SIGTERM 0 2 "*" false "*"/checkpoint-epoch-000001.safetensors" ]] &&
    [[ "$(stopped_at_once logs-d)" =~ ^"the stop after SIGTERM did not finish within checkpoint.stop_timeout_s (2 s) (the run was "(training|checkpointing)", epoch 2, step " ]]; then
   pass "a stop that cannot finish (rank 1 frozen) ends rank 0 after --stop-timeout-s 2 (${took} s); epoch 1's checkpoint kept, the stop recorded"
 else

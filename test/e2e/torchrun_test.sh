@@ -44,7 +44,7 @@ records() { cat "$1"/*/events.jsonl | grep -E '"event":"(run_start|resume|epoch_
 # Waits up to 120 s for a checkpoint inside an epoch at step >= 20 in directory $1.
 wait_for_checkpoint() {
   for _ in $(seq 1 240); do
-    if ls "$1" 2>/dev/null | grep -Eq "step-0*([2-9][0-9]|[1-9][0-9]{2,})\.pt$"; then return 0; fi
+    if ls "$1" 2>/dev/null | grep -Eq "step-0*([2-9][0-9]|[1-9][0-9]{2,})\.safetensors$"; then return 0; fi
     sleep 0.5
   done
   return 1

@@ -2,7 +2,7 @@
 """Every workload beyond mnist trains on 2 ranks from one command, on generated data in its real format
 (CIFAR-10 binary, tiny-imagenet-200 JPEGs, a folder of JPEG and PNG photos, a LINQS citation graph), and
 reaches well above chance accuracy: the loaders, transforms, models and the data-parallel loop work
-together. The GAN (biggan) has no accuracy to reach: its losses stay finite, its discriminator tells real
+together, and every checkpoint they write opens in PyPI's safetensors. The GAN (biggan) has no accuracy to reach: its losses stay finite, its discriminator tells real
 from fake better than chance, and it writes its sample grids.
 
 Usage: workloads_test.py DTRAIN MPIEXEC [MPIEXEC_PREFLAGS]
@@ -88,6 +88,14 @@ def main():
         failures += skip_bad_case(dtrain, mpiexec, preflags, root, data)
         for folder, size, steps, epochs, learns in GAN_CASES:
             failures += gan_case(dtrain, mpiexec, preflags, root, data, folder, size, steps, epochs, learns)
+        # Every checkpoint these runs wrote opens in PyPI's safetensors, as any tool would open it.
+        opened = subprocess.run([sys.executable, os.path.join(HERE, "..", "support", "open_checkpoints.py"),
+                                 "--min-files", str(len(CASES) + len(GAN_CASES)),
+                                 *[os.path.join(root, "ck", d) for d in sorted(os.listdir(os.path.join(root, "ck")))]],
+                                capture_output=True, text=True)
+        print(opened.stdout.strip())
+        if opened.returncode != 0:
+            failures.append("checkpoints that PyPI's safetensors does not open and check:\n" + opened.stdout + opened.stderr)
         # Every workload's run log, with its own metrics (a GAN's d_loss, sample grids), matches the schema.
         schema = subprocess.run([sys.executable, os.path.join(HERE, "..", "support", "check_run_logs.py"),
                                  "--min-logs", str(len(CASES) + len(GAN_CASES)), "--expect", "samples",

@@ -1,13 +1,17 @@
 // Checkpoints: the input is a checkpoint file, restored as a resume would into a small model with its
-// SGD optimizer, after every record's CRC-32 is recomputed so that mutations of any record reach the
-// whole load path: the archive check before LibTorch, LibTorch's reader, then dtrain's checks of what it
-// read (the metadata's ranges, names and shapes). The same bytes are also read as the progress mark
-// beside the checkpoints.
+// SGD optimizer, twice: as it is (the layout's reader: header length, JSON, offsets, dtypes, shapes,
+// CRCs), and, where the layout reads, rewritten with every tensor's CRC-32 made valid, so that mutations
+// of the header, the records and the tensors' bytes reach the whole load path (the metadata's ranges,
+// names, shapes, the optimizer state against its parameters). The same bytes are also read as the
+// progress mark beside the checkpoints.
 #include <ATen/ATen.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
+#include <zlib.h>
 
+#include "runtime/checkpoint/safetensors.h"
 #include "runtime/comm/local_communicator.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/optimizer_factory.h"
@@ -15,7 +19,6 @@
 #include "runtime/util/file_io.h"
 #include "test/fuzz/fuzz_target.h"
 #include "test/support/tiny_workload.h"
-#include "test/support/zip_edit.h"
 
 namespace dtrain::fuzz::checkpoint_target {
 namespace {
@@ -54,41 +57,62 @@ void write_seeds(const std::string& dir) {
   meta.world_size = 2;
   meta.labels = "0 zero\n1 one\n";
   const std::string epoch_end = checkpointer.save(meta, modules_for(config));
-  std::filesystem::copy_file(epoch_end, dir + "/epoch-end.pt", kReplace);
-  // The same with every record stored as it is: LibTorch deflates some code records, whose mutations
-  // would otherwise only ever fail to inflate, never reach the code's check and LibTorch's parser.
-  write_bytes(dir + "/epoch-end-stored.pt", dtrain::test::stored_zip(dtrain::test::zip_contents_of(read_file(epoch_end))));
+  std::filesystem::copy_file(epoch_end, dir + "/epoch-end.safetensors", kReplace);
   meta.epoch_samples = 640;
   meta.epoch_steps = 10;
   meta.global_batch = 64;
   meta.partial_samples = 640;
-  std::filesystem::copy_file(checkpointer.save(meta, modules_for(config)), dir + "/mid-epoch.pt", kReplace);
+  std::filesystem::copy_file(checkpointer.save(meta, modules_for(config)), dir + "/mid-epoch.safetensors", kReplace);
   write_progress_mark(config.checkpoint.dir, ProgressMark{2, 1280, 1.7e9});
   std::filesystem::copy_file(work + "/progress", dir + "/progress", kReplace);
 }
 
-int test_one_input(const uint8_t* data, size_t size) {
-  const std::string dir = dtrain::fuzz::scratch_dir() + "/checkpoints";
+// `bytes` with every tensor's CRC-32 recomputed, where they read as the layout; else as they are.
+std::string with_valid_crcs(const std::string& bytes) {
+  try {
+    const dtrain::SafetensorsFile file = dtrain::parse_safetensors(bytes);
+    dtrain::NamedTensors tensors;
+    nlohmann::json crcs = nlohmann::json::object();
+    for (const dtrain::SafetensorsEntry& e : file.entries) {
+      const std::string_view data = file.bytes_of(e);
+      crcs[e.name] = ::crc32(::crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(data.data()), static_cast<uInt>(data.size()));
+      tensors.emplace_back(e.name, file.tensor(e));
+    }
+    std::map<std::string, std::string> metadata = file.metadata;
+    metadata["crc32"] = crcs.dump();
+    return dtrain::write_safetensors(tensors, metadata);
+  } catch (const dtrain::Error&) {
+    return bytes;
+  }
+}
+
+void restore_from(const std::string& dir, const std::string& bytes) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  std::string bytes(reinterpret_cast<const char*>(data), size);
-  // Every record's CRC-32 is made valid again, so that every mutation of a record's content (the pickle,
-  // the TorchScript code, the tensors' bytes) and of its size reaches what a crafted file would reach:
-  // dtrain's archive check (checkpoint_archive.h) and, for what it accepts, LibTorch's reader. LibTorch
-  // 1.13 crashes on crafted pickles and code; the check must refuse all of those first.
-  dtrain::test::recompute_zip_crcs(bytes);
-  dtrain::fuzz::write_bytes(dir + "/checkpoint-epoch-000001.pt", bytes);
+  dtrain::fuzz::write_bytes(dir + "/checkpoint-epoch-000001.safetensors", bytes);
   const dtrain::TrainConfig config = config_in(dir);
   std::vector<dtrain::TrainedModule> modules = modules_for(config);
   dtrain::LocalCommunicator comm;
   try {
     const auto meta = dtrain::Checkpointer(config.checkpoint, comm).restore(modules, "tiny", "sgd").checkpoint;
-    // What a resume does next with it: the model's parameters are used and saved again.
-    for (const auto& p : modules.front().module->parameters()) (void)p.sum().item<float>();
+    // What a resume does next with it: the model's parameters are used, the optimizer steps.
+    for (auto& p : modules.front().module->parameters()) {
+      (void)p.sum().item<float>();
+      p.mutable_grad() = at::ones_like(p);
+    }
+    modules.front().optimizer->step();
     if (meta && meta->epoch < 0) std::abort();
   } catch (const dtrain::DataError& e) {
     dtrain::fuzz::refused(e);
   }
+}
+
+int test_one_input(const uint8_t* data, size_t size) {
+  const std::string dir = dtrain::fuzz::scratch_dir() + "/checkpoints";
+  const std::string bytes(reinterpret_cast<const char*>(data), size);
+  restore_from(dir, bytes);
+  const std::string repaired = with_valid_crcs(bytes);
+  if (repaired != bytes) restore_from(dir, repaired);
   dtrain::fuzz::write_bytes(dir + "/progress", data, size);
   (void)dtrain::read_progress_mark(dir);
   return 0;

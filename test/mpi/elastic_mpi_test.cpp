@@ -98,7 +98,7 @@ TEST_CASE("shrinking from 3 ranks to 2 mid-epoch with the global batch held trai
     fs::create_directories(per_rank.checkpoint.dir);
     fs::copy(three.checkpoint.dir, per_rank.checkpoint.dir, fs::copy_options::recursive);
     for (const TrainConfig* c : {&three, &per_rank}) {
-      for (const char* late : {"checkpoint-epoch-000002-step-00000008.pt", "checkpoint-epoch-000002.pt"}) {
+      for (const char* late : {"checkpoint-epoch-000002-step-00000008.safetensors", "checkpoint-epoch-000002.safetensors"}) {
         REQUIRE(fs::remove(c->checkpoint.dir + "/" + late));
       }
     }

@@ -1,9 +1,11 @@
 #!/usr/bin/python3
-"""Compares the models that dtrain checkpoints hold: every parameter and buffer of the modules (names under
-"modules."; not the optimizer state, which is keyed by the addresses of the run that wrote it).
+"""Compares the models that dtrain checkpoints hold: every parameter and buffer of the modules ("model.",
+"generator.", ...; with --optimizer the optimizer state too, "optimizer.<module>.<parameter>.<key>"),
+read with PyPI's safetensors, the format's reference reader (re-run under scripts/install_safetensors.sh's
+Python where this one lacks it).
 
-Usage: same_model.py [--differ] [--tolerance T] [--min-tensors N] REFERENCE OTHER...
-Each argument is a checkpoint file, or a checkpoint directory (its newest checkpoint-epoch-*.pt).
+Usage: same_model.py [--differ] [--optimizer] [--tolerance T] [--min-tensors N] REFERENCE OTHER...
+Each argument is a checkpoint file, or a checkpoint directory (its newest checkpoint-epoch-*.safetensors).
 Prints one "OTHER: k of n tensors differ [first names]" per OTHER, joined by "; ". Exit status 0 when
 every OTHER holds the reference's tensor names and values (bit for bit, or floating-point ones within
 --tolerance, relative and absolute); with --differ, when every OTHER differs in at least one tensor.
@@ -13,24 +15,35 @@ found compares equal to anything.
 import argparse
 import glob
 import os
+import subprocess
 import sys
 
 import torch
+
+try:
+    from safetensors.torch import load_file
+except ImportError:
+    if os.environ.get("DTRAIN_SAFETENSORS_REEXEC"):
+        raise
+    os.environ["DTRAIN_SAFETENSORS_REEXEC"] = "1"
+    ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    PYTHON = subprocess.run(["bash", os.path.join(ROOT, "scripts", "install_safetensors.sh")], check=True,
+                            stdout=subprocess.PIPE, text=True).stdout.strip()
+    os.execv(PYTHON, [PYTHON, os.path.abspath(__file__)] + sys.argv[1:])
 
 
 def checkpoint(path):
     if not os.path.isdir(path):
         return path
-    found = sorted(glob.glob(os.path.join(path, "checkpoint-epoch-*.pt")))
+    found = sorted(glob.glob(os.path.join(path, "checkpoint-epoch-*.safetensors")))
     if not found:
-        sys.exit(f"same_model.py: no checkpoint-epoch-*.pt in {path}")
+        sys.exit(f"same_model.py: no checkpoint-epoch-*.safetensors in {path}")
     return found[-1]
 
 
-def model_tensors(path):
-    module = torch.jit.load(checkpoint(path))
-    named = list(module.named_parameters()) + list(module.named_buffers())
-    return {name: tensor for name, tensor in named if name.startswith("modules.")}
+def model_tensors(path, optimizer=False):
+    return {name: tensor for name, tensor in load_file(checkpoint(path)).items()
+            if optimizer or not name.startswith("optimizer.")}
 
 
 def main():
@@ -38,6 +51,7 @@ def main():
     parser.add_argument("--differ", action="store_true", help="require every OTHER to differ somewhere")
     parser.add_argument("--tolerance", type=float, default=0.0)
     parser.add_argument("--min-tensors", type=int, default=1)
+    parser.add_argument("--optimizer", action="store_true", help="compare the optimizer state too")
     parser.add_argument("reference")
     parser.add_argument("others", nargs="+")
     args = parser.parse_args()
@@ -47,11 +61,11 @@ def main():
             return torch.equal(a, b)
         return a.shape == b.shape and torch.allclose(a, b, rtol=args.tolerance, atol=args.tolerance)
 
-    reference = model_tensors(args.reference)
+    reference = model_tensors(args.reference, args.optimizer)
     ok = len(reference) >= args.min_tensors
     report = []
     for other_path in args.others:
-        other = model_tensors(other_path)
+        other = model_tensors(other_path, args.optimizer)
         differ = [n for n in reference if n not in other or not same(reference[n], other[n])]
         differ += sorted(set(other) - set(reference))
         report.append(f"{other_path}: {len(differ)} of {len(reference)} tensors differ {differ[:3] if differ else ''}".rstrip())

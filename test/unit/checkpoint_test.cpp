@@ -3,18 +3,25 @@
 #include "test/support/catch.h"
 
 #include <ATen/ATen.h>
-#include <torch/serialize/archive.h>
+
+#include <torch/version.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "runtime/comm/local_communicator.h"
+#include "runtime/checkpoint/safetensors.h"
 #include "runtime/train/checkpoint.h"
+#include "runtime/train/optimizer_state.h"
 #include "runtime/train/optimizer_factory.h"
 #include "runtime/util/error.h"
+#include "runtime/util/file_io.h"
+#include "test/support/format4_archive.h"
 #include "test/support/params.h"
+#include "test/support/skip.h"
 #include "test/support/temp_dir.h"
 #include "test/support/tiny_workload.h"
 #include "test/support/train_run.h"
@@ -22,15 +29,6 @@
 using namespace dtrain;
 using Catch::Matchers::Contains;
 
-namespace {
-
-at::Tensor bytes_of(const std::string& text) {
-  at::Tensor t = at::empty({static_cast<int64_t>(text.size())}, at::kByte);
-  std::memcpy(t.data_ptr(), text.data(), text.size());
-  return t;
-}
-
-}  // namespace
 
 TEST_CASE("a checkpoint that does not fit the model is rejected before anything is loaded", "[checkpoint]") {
   test::TempDir dir;
@@ -43,7 +41,7 @@ TEST_CASE("a checkpoint that does not fit the model is rejected before anything 
   test::TinyOptions wider;
   wider.hidden = 32;
   CHECK_THAT(test::training_error<DataError>(config, *test::make_tiny_workload(wider)),
-             Contains("checkpoint-epoch-000001.pt' (workload tiny, world size 1) does not match this tiny model: "
+             Contains("checkpoint-epoch-000001.safetensors' (workload tiny, world size 1) does not match this tiny model: "
                       "parameter fc1.weight is [16, 8] Float in the file but [32, 8] Float in the model"));
 
   // The restore checks first, so the model is left exactly as it was built.
@@ -63,7 +61,7 @@ TEST_CASE("pruning keeps the checkpoint just written and leaves later epochs alo
   config.checkpoint.keep = 1;
   std::filesystem::create_directories(config.checkpoint.dir);
   // A newer checkpoint in the directory (a run's directory holds one run, but a file may be copied in).
-  const std::string foreign = config.checkpoint.dir + "/checkpoint-epoch-000009.pt";
+  const std::string foreign = config.checkpoint.dir + "/checkpoint-epoch-000009.safetensors";
   std::ofstream(foreign) << "another run";
   auto workload = test::make_tiny_workload();
   auto model = workload->make_model({});
@@ -77,10 +75,10 @@ TEST_CASE("pruning keeps the checkpoint just written and leaves later epochs alo
   meta.world_size = 1;
   for (int64_t epoch : {1, 2}) {
     meta.epoch = epoch;
-    CHECK(checkpointer.save(meta, modules) == config.checkpoint.dir + "/checkpoint-epoch-00000" + std::to_string(epoch) + ".pt");
+    CHECK(checkpointer.save(meta, modules) == config.checkpoint.dir + "/checkpoint-epoch-00000" + std::to_string(epoch) + ".safetensors");
   }
-  CHECK(std::filesystem::exists(config.checkpoint.dir + "/checkpoint-epoch-000002.pt"));
-  CHECK_FALSE(std::filesystem::exists(config.checkpoint.dir + "/checkpoint-epoch-000001.pt"));
+  CHECK(std::filesystem::exists(config.checkpoint.dir + "/checkpoint-epoch-000002.safetensors"));
+  CHECK_FALSE(std::filesystem::exists(config.checkpoint.dir + "/checkpoint-epoch-000001.safetensors"));
   CHECK(std::filesystem::exists(foreign));
 }
 
@@ -89,12 +87,12 @@ TEST_CASE("odd checkpoint names and paths are clear errors", "[checkpoint]") {
   TrainConfig config = test::tiny_config(dir.path());
   config.checkpoint.resume = true;
   std::filesystem::create_directories(config.checkpoint.dir);
-  std::ofstream(config.checkpoint.dir + "/checkpoint-epoch-99999999999999999999.pt") << "x";
+  std::ofstream(config.checkpoint.dir + "/checkpoint-epoch-99999999999999999999.safetensors") << "x";
   CHECK_THAT(test::training_error<DataError>(config, *test::make_tiny_workload()),
-             Contains("checkpoint-epoch-99999999999999999999.pt' has an epoch number too large for any run"));
+             Contains("checkpoint-epoch-99999999999999999999.safetensors' has an epoch number too large for any run"));
   // Names that only look alike are not checkpoints.
-  std::filesystem::remove(config.checkpoint.dir + "/checkpoint-epoch-99999999999999999999.pt");
-  std::ofstream(config.checkpoint.dir + "/checkpoint-epoch-12ab.pt") << "x";
+  std::filesystem::remove(config.checkpoint.dir + "/checkpoint-epoch-99999999999999999999.safetensors");
+  std::ofstream(config.checkpoint.dir + "/checkpoint-epoch-12ab.safetensors") << "x";
   std::ofstream(config.checkpoint.dir + "/checkpoint-epoch-000001.pt.tmp") << "x";
   CHECK_FALSE(Checkpointer::latest(config.checkpoint.dir).has_value());
 
@@ -132,45 +130,158 @@ TEST_CASE("resuming a finished run reports its final metrics from the checkpoint
   CHECK(more.result.epochs[0].epoch == 3);
 }
 
-TEST_CASE("a checkpoint of a format before 4 is refused, saying it is older, and nothing is loaded", "[checkpoint][train]") {
+TEST_CASE("a format-4 checkpoint (dtrain 0.1) stops the resume naming the converter, and nothing is loaded",
+          "[checkpoint][train]") {
   test::TempDir dir;
   TrainConfig config = test::tiny_config(dir.path());
   config.train.epochs = 1;
   auto workload = test::make_tiny_workload();
-  const test::TrainRun first = test::train_alone(config, *workload);
-  const EpochStats& last = first.result.epochs.back();
+  test::train_alone(config, *workload);
+  // A newer format-4 file beside it: resuming from the older one would lose the training since.
+  const std::string old = config.checkpoint.dir + "/checkpoint-epoch-000002.pt";
+  std::ofstream(old) << std::string("PK\x03\x04", 4) << std::string(100, '\0');
 
-  // Rewrite the checkpoint as dtrain before 0.1.0 wrote format 1: the same model and optimizer.
-  auto model = workload->make_model({});
-  std::vector<TrainedModule> modules;
-  modules.push_back({"model", model, make_optimizer(config.train, *model), nullptr});
-  LocalCommunicator comm;
   TrainConfig resume = config;
   resume.checkpoint.resume = true;
-  Checkpointer(resume.checkpoint, comm).restore(modules, "tiny", "sgd");
-  torch::serialize::OutputArchive archive;
-  archive.write("format_version", at::tensor(int64_t{1}));
-  archive.write("epoch", at::tensor(int64_t{1}));
-  archive.write("seed", at::tensor(config.train.seed));
-  archive.write("world_size", at::tensor(int64_t{1}));
-  archive.write("workload", bytes_of("tiny"));
-  archive.write("optimizer_name", bytes_of("sgd"));
-  torch::serialize::OutputArchive model_archive;
-  model->save(model_archive);
-  archive.write("model", model_archive);
-  torch::serialize::OutputArchive optimizer_archive;
-  modules[0].optimizer->save(optimizer_archive);
-  archive.write("optimizer", optimizer_archive);
-  archive.save_to(last.checkpoint_path);
-
   auto fresh = workload->make_model({});
-  const at::Tensor before = fresh->parameters().front().clone();
+  const at::Tensor before = test::flat_params(*fresh);
   std::vector<TrainedModule> loaded;
   loaded.push_back({"model", fresh, make_optimizer(config.train, *fresh), nullptr});
+  LocalCommunicator comm;
   CHECK_THROWS_WITH(Checkpointer(resume.checkpoint, comm).restore(loaded, "tiny", "sgd"),
-                    Contains(last.checkpoint_path) && Contains("format version 1, expected 4") &&
-                        Contains("written before dtrain 0.1.0"));
-  CHECK(at::equal(fresh->parameters().front(), before));
+                    Contains("checkpoint '" + old + "' is of format 4 (a LibTorch archive of dtrain 0.1)") &&
+                        Contains("scripts/convert_checkpoint.py " + old + " (writes checkpoint-epoch-000002.safetensors"));
+  CHECK(at::equal(test::flat_params(*fresh), before));
+  // Once converted (a file of format 5 at the same position), the conversion is what resumes; the
+  // format-4 file older than the newest is never read.
+  std::filesystem::copy_file(config.checkpoint.dir + "/checkpoint-epoch-000001.safetensors",
+                             config.checkpoint.dir + "/checkpoint-epoch-000000.safetensors");
+  std::filesystem::rename(old, config.checkpoint.dir + "/checkpoint-epoch-000001.pt");
+  CHECK(Checkpointer(resume.checkpoint, comm).restore(loaded, "tiny", "sgd").checkpoint->epoch == 1);
+}
+
+TEST_CASE("a real format-4 checkpoint is refused naming the converter, and converted it resumes at its step",
+          "[checkpoint][converter]") {
+  for (const OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdam, OptimizerKind::kAdamW, OptimizerKind::kAdadelta}) {
+    const std::string name = to_string(kind);
+    INFO("optimizer " << name);
+    test::TempDir dir;
+    TrainConfig config = test::tiny_config(dir.path());
+    config.train.optimizer = kind;
+    config.train.lr = 0.01;
+    auto workload = test::make_tiny_workload();
+    auto model = workload->make_model({});
+    std::vector<TrainedModule> modules;
+    modules.push_back({"model", model, make_optimizer(config.train, *model), nullptr});
+    for (double g : {0.5, -0.25}) {
+      for (at::Tensor& p : model->parameters()) p.mutable_grad() = at::full_like(p, g) + at::rand_like(p);
+      modules[0].optimizer->step();
+    }
+    CheckpointMeta meta;
+    meta.epoch = 1;
+    meta.epoch_samples = 64;
+    meta.epoch_steps = 2;
+    meta.partial_samples = 64;
+    meta.partial_train = MetricValues({MetricValue{"loss", 0.5, 32.0, 64.0}});
+    meta.global_batch = 32;
+    meta.seed = 9;
+    meta.workload = "tiny";
+    meta.optimizer = name;
+    meta.world_size = 2;
+    meta.labels = "classes: a, b";
+    std::filesystem::create_directories(config.checkpoint.dir);
+    const std::string old = config.checkpoint.dir + "/checkpoint-epoch-000002-step-00000002.pt";
+    write_file_atomically(old, test::format4_archive(meta, modules));
+
+    TrainConfig resume = config;
+    resume.checkpoint.resume = true;
+    auto fresh = workload->make_model({});
+    std::vector<TrainedModule> loaded;
+    loaded.push_back({"model", fresh, make_optimizer(config.train, *fresh), nullptr});
+    LocalCommunicator comm;
+    CHECK_THROWS_WITH(Checkpointer(resume.checkpoint, comm).restore(loaded, "tiny", name, meta.labels),
+                      Contains("is of format 4") && Contains("scripts/convert_checkpoint.py " + old));
+    if (TORCH_VERSION_MAJOR != 1) {
+      // Debian's python3-torch (1.13), which the converter loads the archive with, does not read the
+      // archives of LibTorch 2 (the CUDA builds): such a file needs a torch of its version.
+      DTRAIN_SKIP("the converter reads archives of LibTorch 1.x (Debian's python3-torch); this build's is " << TORCH_VERSION);
+    }
+    const std::string command = "/usr/bin/python3 " DTRAIN_SCRIPTS_DIR "/convert_checkpoint.py '" + old + "' >/dev/null 2>&1";
+    REQUIRE(std::system(command.c_str()) == 0);
+    const Restored restored = Checkpointer(resume.checkpoint, comm).restore(loaded, "tiny", name, meta.labels);
+    REQUIRE(restored.checkpoint);
+    CHECK(restored.checkpoint->epoch_steps == 2);
+    CHECK(restored.checkpoint->epoch_samples == 64);
+    CHECK(restored.checkpoint->partial_train.at("loss") == 0.5);
+    CHECK(restored.checkpoint->labels == meta.labels);
+    CHECK(at::equal(test::flat_params(*fresh), test::flat_params(*model)));
+    // The state continues as the original's: one more step of each from the same gradient.
+    for (auto* m : {&modules, &loaded}) {
+      for (at::Tensor& p : (*m)[0].module->parameters()) p.mutable_grad() = at::full_like(p, 0.125);
+      (*m)[0].optimizer->step();
+    }
+    CHECK(at::equal(test::flat_params(*fresh), test::flat_params(*model)));
+  }
+}
+
+TEST_CASE("optimizer state is saved by parameter name and restores bitwise for every optimizer", "[checkpoint]") {
+  for (const OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdam, OptimizerKind::kAdamW, OptimizerKind::kAdadelta}) {
+    const std::string name = to_string(kind);
+    INFO("optimizer " << name);
+    test::TempDir dir;
+    TrainConfig config = test::tiny_config(dir.path());
+    config.train.optimizer = kind;
+    config.train.weight_decay = 0.01;
+    auto workload = test::make_tiny_workload();
+    auto model = workload->make_model({});
+    std::vector<TrainedModule> modules;
+    modules.push_back({"model", model, make_optimizer(config.train, *model), nullptr});
+    for (double g : {0.5, -0.25, 0.125}) {
+      for (at::Tensor& p : model->parameters()) p.mutable_grad() = at::full_like(p, g) + at::rand_like(p);
+      modules[0].optimizer->step();
+    }
+    LocalCommunicator comm;
+    CheckpointMeta meta;
+    meta.epoch = 1;
+    meta.workload = "tiny";
+    meta.optimizer = name;
+    meta.world_size = 1;
+    const std::string path = Checkpointer(config.checkpoint, comm).save(meta, modules);
+    // The file names each state tensor by its parameter: "optimizer.model.fc1.weight.<key>".
+    const std::string bytes = read_file(path);
+    const SafetensorsFile file = parse_safetensors(bytes);
+    for (const std::string& key : optimizer_state_keys(*modules[0].optimizer)) {
+      CHECK(file.find("optimizer.model.fc1.weight." + key) != nullptr);
+    }
+
+    auto fresh = workload->make_model({});
+    TrainConfig other = config;
+    other.train.lr = 123.0;  // options come from the file
+    std::vector<TrainedModule> loaded;
+    loaded.push_back({"model", fresh, make_optimizer(other.train, *fresh), nullptr});
+    config.checkpoint.resume = true;
+    REQUIRE(Checkpointer(config.checkpoint, comm).restore(loaded, "tiny", name).checkpoint);
+    CHECK(optimizer_options(*loaded[0].optimizer) == optimizer_options(*modules[0].optimizer));
+    const auto states = [](const torch::optim::Optimizer& optimizer, const torch::nn::Module& module) {
+      std::map<std::string, at::Tensor> out;
+      std::map<const void*, std::string> names;
+      for (const auto& p : module.named_parameters()) names[p.value().unsafeGetTensorImpl()] = p.key();
+      for_each_optimizer_state(optimizer, [](const at::Tensor& t) { return t; },
+                               [&](const at::Tensor& p, const std::string& key, at::Tensor t) {
+                                 out[names.at(p.unsafeGetTensorImpl()) + "." + key] = t;
+                               });
+      return out;
+    };
+    const auto want = states(*modules[0].optimizer, *model);
+    const auto got = states(*loaded[0].optimizer, *fresh);
+    REQUIRE(want.size() == got.size());
+    REQUIRE_FALSE(want.empty());
+    for (const auto& [key, t] : want) {
+      INFO(key);
+      REQUIRE(got.count(key) == 1);
+      CHECK(at::equal(t, got.at(key)));
+    }
+  }
 }
 
 namespace {
@@ -218,7 +329,7 @@ TEST_CASE("a checkpoint written behind training holds its step's state, whatever
     fake_step(*model, *modules[0].optimizer, -2.0);
     REQUIRE_FALSE(at::equal(test::flat_params(*model), params_then));
     const std::string path = behind.persist(std::move(snapshot));
-    CHECK(path == (std::filesystem::path(config.checkpoint.dir) / "checkpoint-epoch-000002.pt").string());
+    CHECK(path == (std::filesystem::path(config.checkpoint.dir) / "checkpoint-epoch-000002.safetensors").string());
 
     // Both files load to the state of the step the snapshot was taken at: parameters, and an optimizer
     // that continues exactly as the one written on the training thread.

@@ -84,7 +84,7 @@ EpochStats classifier_epoch() {
   s.flops_per_sample = 71565312;
   s.tflops_achieved = 0.37;
   s.mfu = 0.12;
-  s.checkpoint_path = "logs/run/checkpoints/checkpoint-epoch-000002.pt";
+  s.checkpoint_path = "logs/run/checkpoints/checkpoint-epoch-000002.safetensors";
   return s;
 }
 
@@ -212,9 +212,9 @@ TEST_CASE("the RunLogger writes every record kind of the run log", "[log][contra
     LogOptions options;
     RunLogger logger(options, true, Directory::open(run_dir, false), console, progress);
     logger.run_start(run_info(run_dir + "/checkpoints"));
-    logger.checkpoint_written(CheckpointRecord{2, 100, 12800, run_dir + "/checkpoints/checkpoint-epoch-000002-step-000100.pt", 0.25});
+    logger.checkpoint_written(CheckpointRecord{2, 100, 12800, run_dir + "/checkpoints/checkpoint-epoch-000002-step-000100.safetensors", 0.25});
     ResumeRecord resumed;
-    resumed.checkpoint = run_dir + "/checkpoints/checkpoint-epoch-000002-step-000100.pt";
+    resumed.checkpoint = run_dir + "/checkpoints/checkpoint-epoch-000002-step-000100.safetensors";
     resumed.restart_count = 1;
     resumed.from_world_size = 3;
     resumed.world_size = 2;
@@ -268,7 +268,7 @@ TEST_CASE("the RunLogger writes every record kind of the run log", "[log][contra
     stopped.epoch = 3;
     stopped.step = 17;
     stopped.epoch_samples = 2176;
-    stopped.checkpoint = run_dir + "/checkpoints/checkpoint-epoch-000003-step-00000017.pt";
+    stopped.checkpoint = run_dir + "/checkpoints/checkpoint-epoch-000003-step-00000017.safetensors";
     stopped.saved = true;
     stopped.stop_s = 0.25;
     logger.stopped(stopped);
@@ -308,7 +308,7 @@ TEST_CASE("a stop's console line says what was saved and where a resume continue
     stop.step = 40;
     stop.in_evaluation = true;
     stop.saved = true;
-    stop.checkpoint = "ck/checkpoint-epoch-000002-step-00000040.pt";
+    stop.checkpoint = "ck/checkpoint-epoch-000002-step-00000040.safetensors";
     logger.stopped(stop);
     stop.in_evaluation = false;
     stop.saved = false;
@@ -320,7 +320,7 @@ TEST_CASE("a stop's console line says what was saved and where a resume continue
                             "the next start begins the run"));
   CHECK_THAT(text, Contains("stopped by SIGTERM (rank 0) before training: no checkpoint saved (checkpoint.enabled is false)"));
   CHECK_THAT(text, Contains("stopped by SIGTERM (rank 0) during the evaluation of epoch 2 (its 40 steps trained): checkpoint "
-                            "ck/checkpoint-epoch-000002-step-00000040.pt saved; --resume continues there with the "
+                            "ck/checkpoint-epoch-000002-step-00000040.safetensors saved; --resume continues there with the "
                             "epoch's evaluation"));
   std::ifstream in(std::filesystem::path(run_dir) / "events.jsonl");
   std::vector<JsonRecord> stops;

@@ -26,7 +26,7 @@ std::vector<std::string> checkpoint_names(const std::string& dir) {
   std::vector<std::string> names;
   if (!std::filesystem::exists(dir)) return names;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    if (entry.path().extension() == ".pt") names.push_back(entry.path().filename().string());
+    if (entry.path().extension() == ".safetensors") names.push_back(entry.path().filename().string());
   }
   std::sort(names.begin(), names.end());
   return names;
@@ -74,7 +74,7 @@ TEST_CASE("good checkpoints survive a run that diverges after resuming", "[train
   auto workload = test::make_tiny_workload();
   test::train_alone(config, *workload);
   REQUIRE(checkpoint_names(config.checkpoint.dir) ==
-          std::vector<std::string>{"checkpoint-epoch-000001.pt", "checkpoint-epoch-000002.pt"});
+          std::vector<std::string>{"checkpoint-epoch-000001.safetensors", "checkpoint-epoch-000002.safetensors"});
 
   TrainConfig diverging = config;
   diverging.train.epochs = 5;
@@ -83,12 +83,12 @@ TEST_CASE("good checkpoints survive a run that diverges after resuming", "[train
   // The epoch started from the checkpoint resumed: the advice names it, and what to do if it fails again.
   CHECK_THAT(test::training_error<NonFiniteError>(diverging, *workload),
              Contains("epoch 3, step 2") &&
-                 Contains("then --resume from " + config.checkpoint.dir + "/checkpoint-epoch-000002.pt again; if that "
+                 Contains("then --resume from " + config.checkpoint.dir + "/checkpoint-epoch-000002.safetensors again; if that "
                           "fails alike, the state it holds is the cause: move it out of '" + config.checkpoint.dir +
                           "' so that --resume takes the one before it, or start afresh"));
   // Nothing written for epoch 3, so keep-2 pruning removed nothing; the newest good one still resumes.
   CHECK(checkpoint_names(config.checkpoint.dir) ==
-        std::vector<std::string>{"checkpoint-epoch-000001.pt", "checkpoint-epoch-000002.pt"});
+        std::vector<std::string>{"checkpoint-epoch-000001.safetensors", "checkpoint-epoch-000002.safetensors"});
   TrainConfig resumed = config;
   resumed.train.epochs = 3;
   resumed.checkpoint.resume = true;

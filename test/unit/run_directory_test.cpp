@@ -183,7 +183,7 @@ TEST_CASE("--resume without a name continues the run of the workload with the ne
   other.workload = "other";
   fs::create_directories(other.log.dir + "/other-workload/checkpoints");
   write_file_atomically(other.log.dir + "/other-workload/config.yaml", "workload: other\n");
-  write_file_atomically(other.log.dir + "/other-workload/checkpoints/checkpoint-epoch-000001.pt", "x");
+  write_file_atomically(other.log.dir + "/other-workload/checkpoints/checkpoint-epoch-000001.safetensors", "x");
 
   config.log.run_name.clear();
   config.checkpoint.resume = true;
@@ -218,7 +218,7 @@ TEST_CASE("a shared checkpoint.dir is locked, and kept from overwrites without -
   CHECK_THROWS_AS(RunDirectory::open(config, 0), ConfigError);
   CHECK_THROWS_WITH(RunDirectory::open(config, 0),
                     Contains("checkpoint.dir '" + config.checkpoint.dir + "' holds checkpoints of an earlier run (") &&
-                        Contains("checkpoint-epoch-000001.pt), which this run would overwrite; continue that run with "
+                        Contains("checkpoint-epoch-000001.safetensors), which this run would overwrite; continue that run with "
                                  "--resume, or give this run another --checkpoint-dir"));
   config.checkpoint.resume = true;
   config.train.epochs = 2;
@@ -247,14 +247,14 @@ TEST_CASE("a resumed run removes the partial checkpoint a killed write left, and
     const auto first = RunDirectory::open(config, 0);
     checkpoints = first->checkpoint_dir();
   }
-  std::ofstream(checkpoints + "/checkpoint-epoch-000001.pt") << "a whole checkpoint";
+  std::ofstream(checkpoints + "/checkpoint-epoch-000001.safetensors") << "a whole checkpoint";
   std::ofstream(checkpoints + "/checkpoint-epoch-000002-step-00000040.pt.0123456789ab.tmp") << "half a check";
   std::ofstream(checkpoints + "/checkpoint-epoch-000002-step-00000030.pt.tmp") << "an older version's";
   std::ofstream(checkpoints + "/notes.tmp") << "not dtrain's";
   config.checkpoint.resume = true;
   const auto resumed = RunDirectory::open(config, 0);
   REQUIRE(resumed->checkpoint_dir() == checkpoints);
-  CHECK(fs::exists(checkpoints + "/checkpoint-epoch-000001.pt"));
+  CHECK(fs::exists(checkpoints + "/checkpoint-epoch-000001.safetensors"));
   CHECK_FALSE(fs::exists(checkpoints + "/checkpoint-epoch-000002-step-00000040.pt.0123456789ab.tmp"));
   CHECK_FALSE(fs::exists(checkpoints + "/checkpoint-epoch-000002-step-00000030.pt.tmp"));
   CHECK(fs::exists(checkpoints + "/notes.tmp"));
@@ -270,7 +270,7 @@ TEST_CASE("under torchrun, restarts of a job resume its run and a new job starts
     const auto run = RunDirectory::open(config, 0, "job-a");
     first = run->name();
     write_file_atomically(run->path() + "/config.yaml", "workload: tiny\n");
-    write_file_atomically(run->checkpoint_dir() + "/checkpoint-epoch-000002.pt", "x");
+    write_file_atomically(run->checkpoint_dir() + "/checkpoint-epoch-000002.safetensors", "x");
   }
   const auto restarted = RunDirectory::open(config, 0, "job-a");
   CHECK(restarted->name() == first);
@@ -286,7 +286,7 @@ TEST_CASE("under torchrun, restarts of a job resume its run and a new job starts
   shared.checkpoint.dir = dir.file("shared");
   {
     const auto run = RunDirectory::open(shared, 0, "job-a");
-    write_file_atomically(shared.checkpoint.dir + "/checkpoint-epoch-000001.pt", "x");
+    write_file_atomically(shared.checkpoint.dir + "/checkpoint-epoch-000001.safetensors", "x");
   }
   shared.log.run_name = "later";
   CHECK_THROWS_WITH(RunDirectory::open(shared, 0, "job-b"),
@@ -309,7 +309,7 @@ TEST_CASE("a torchrun job id with a newline is the same job on restart", "[run_d
     const auto run = RunDirectory::open(config, 0, job);
     first = run->name();
     write_file_atomically(run->path() + "/config.yaml", "workload: tiny\n");
-    write_file_atomically(run->checkpoint_dir() + "/checkpoint-epoch-000001.pt", "x");
+    write_file_atomically(run->checkpoint_dir() + "/checkpoint-epoch-000001.safetensors", "x");
   }
   CHECK(RunDirectory::open(config, 0, job)->name() == first);
   CHECK(RunDirectory::open(config, 0, "study")->name() != first);
@@ -439,14 +439,14 @@ TEST_CASE("a directory named like a checkpoint is named at the start, not met at
   test::TempDir dir;
   TrainConfig config = run_config(dir);
   const std::string checkpoints = made_run_checkpoints(config);
-  fs::create_directory(checkpoints + "/checkpoint-epoch-000002.pt");
+  fs::create_directory(checkpoints + "/checkpoint-epoch-000002.safetensors");
   CHECK_THROWS_WITH(RunDirectory::open(config, 0),
                     "checkpoint directory '" + checkpoints + "' holds '" + checkpoints +
-                        "/checkpoint-epoch-000002.pt' (a directory) under a checkpoint's name, which no checkpoint of "
+                        "/checkpoint-epoch-000002.safetensors' (a directory) under a checkpoint's name, which no checkpoint of "
                         "that position could replace: rename or remove it, or give this run another --checkpoint-dir");
   // A link under such a name is passed over and said, never followed.
-  fs::remove(checkpoints + "/checkpoint-epoch-000002.pt");
-  fs::create_symlink(dir.file("elsewhere"), checkpoints + "/checkpoint-epoch-000003.pt");
+  fs::remove(checkpoints + "/checkpoint-epoch-000002.safetensors");
+  fs::create_symlink(dir.file("elsewhere"), checkpoints + "/checkpoint-epoch-000003.safetensors");
   CHECK_THAT(RunDirectory::open(config, 0)->note(),
-             Contains("passed over '" + checkpoints + "/checkpoint-epoch-000003.pt' (a symbolic link) in " + checkpoints));
+             Contains("passed over '" + checkpoints + "/checkpoint-epoch-000003.safetensors' (a symbolic link) in " + checkpoints));
 }

@@ -114,8 +114,8 @@ TEST_CASE("resuming from a checkpoint inside an epoch continues it as the uninte
   split.checkpoint.every_steps = 3;
   split.checkpoint.keep = 0;
   fs::create_directories(split.checkpoint.dir);
-  for (const char* name : {"checkpoint-epoch-000001.pt", "checkpoint-epoch-000002-step-00000003.pt",
-                           "checkpoint-epoch-000002-step-00000006.pt"}) {
+  for (const char* name : {"checkpoint-epoch-000001.safetensors", "checkpoint-epoch-000002-step-00000003.safetensors",
+                           "checkpoint-epoch-000002-step-00000006.safetensors"}) {
     REQUIRE(fs::exists(config.checkpoint.dir + "/" + name));
     fs::copy_file(config.checkpoint.dir + "/" + name, split.checkpoint.dir + "/" + name);
   }
@@ -129,7 +129,7 @@ TEST_CASE("resuming from a checkpoint inside an epoch continues it as the uninte
   CHECK(epoch.train_samples == whole.result.epochs[1].train_samples);
   CHECK(epoch.train.at("loss") == Approx(whole.result.epochs[1].train.at("loss")).epsilon(1e-12));
   CHECK(at::equal(resumed.params, whole.params));
-  CHECK_THAT(resumed.console, Contains("resumed epoch 2 at step 7 from ") && Contains("checkpoint-epoch-000002-step-00000006.pt"));
+  CHECK_THAT(resumed.console, Contains("resumed epoch 2 at step 7 from ") && Contains("checkpoint-epoch-000002-step-00000006.safetensors"));
 }
 
 TEST_CASE("checkpoint.every_s checkpoints inside epochs when rank 0's clock says so", "[train][checkpoint]") {
@@ -142,12 +142,12 @@ TEST_CASE("checkpoint.every_s checkpoints inside epochs when rank 0's clock says
   config.checkpoint.every_s = 1e-9;  // always due when read
   test::train_alone(config, *workload);
   namespace fs = std::filesystem;
-  for (const char* name : {"checkpoint-epoch-000001-step-00000010.pt", "checkpoint-epoch-000001-step-00000020.pt",
-                           "checkpoint-epoch-000001-step-00000030.pt", "checkpoint-epoch-000001.pt"}) {
+  for (const char* name : {"checkpoint-epoch-000001-step-00000010.safetensors", "checkpoint-epoch-000001-step-00000020.safetensors",
+                           "checkpoint-epoch-000001-step-00000030.safetensors", "checkpoint-epoch-000001.safetensors"}) {
     CHECK(fs::exists(config.checkpoint.dir + "/" + name));
   }
   int64_t files = 0;
-  for (const auto& entry : fs::directory_iterator(config.checkpoint.dir)) files += entry.path().extension() == ".pt";
+  for (const auto& entry : fs::directory_iterator(config.checkpoint.dir)) files += entry.path().extension() == ".safetensors";
   CHECK(files == 4);
 
   // Never due within the run: only the epoch's own checkpoint.
@@ -158,7 +158,7 @@ TEST_CASE("checkpoint.every_s checkpoints inside epochs when rank 0's clock says
   slow.checkpoint.every_s = 3600;
   test::train_alone(slow, *workload);
   files = 0;
-  for (const auto& entry : fs::directory_iterator(slow.checkpoint.dir)) files += entry.path().extension() == ".pt";
+  for (const auto& entry : fs::directory_iterator(slow.checkpoint.dir)) files += entry.path().extension() == ".safetensors";
   CHECK(files == 1);
 }
 
@@ -213,11 +213,11 @@ TEST_CASE("checkpoints are pruned to the newest `keep` and never left half-writt
   test::train_alone(config, *workload);
   std::vector<std::string> names;
   for (const auto& entry : std::filesystem::directory_iterator(config.checkpoint.dir)) {
-    if (entry.path().extension() == ".pt") names.push_back(entry.path().filename().string());
+    if (entry.path().extension() == ".safetensors") names.push_back(entry.path().filename().string());
   }
   std::sort(names.begin(), names.end());
-  CHECK((names == std::vector<std::string>{"checkpoint-epoch-000003.pt", "checkpoint-epoch-000004.pt"}));
-  CHECK(*Checkpointer::latest(config.checkpoint.dir) == config.checkpoint.dir + "/checkpoint-epoch-000004.pt");
+  CHECK((names == std::vector<std::string>{"checkpoint-epoch-000003.safetensors", "checkpoint-epoch-000004.safetensors"}));
+  CHECK(*Checkpointer::latest(config.checkpoint.dir) == config.checkpoint.dir + "/checkpoint-epoch-000004.safetensors");
 }
 
 TEST_CASE("unusable checkpoints are clear errors", "[checkpoint]") {
@@ -234,18 +234,20 @@ TEST_CASE("unusable checkpoints are clear errors", "[checkpoint]") {
     CHECK_THROWS_WITH(test::train_alone(config, *workload), Contains("holds sgd optimizer state, this run uses adadelta"));
   }
   SECTION("a corrupt file beside a whole one is passed over, and named") {
-    std::ofstream(config.checkpoint.dir + "/checkpoint-epoch-000009.pt") << "not a checkpoint";
+    std::ofstream(config.checkpoint.dir + "/checkpoint-epoch-000009.safetensors") << "not a checkpoint";
     const test::TrainRun run = test::train_alone(config, *workload);
     CHECK(run.result.epochs.front().epoch == 2);  // from epoch 1's checkpoint; the test of the warning is
                                                   // checkpoint_integrity_test.cpp's
   }
-  SECTION("a zip archive that is no dtrain checkpoint") {
-    std::filesystem::remove(config.checkpoint.dir + "/checkpoint-epoch-000001.pt");
-    // An empty zip: only the end of central directory record, whole and intact.
-    std::ofstream(config.checkpoint.dir + "/checkpoint-epoch-000009.pt")
-        << std::string("PK\x05\x06", 4) << std::string(18, '\0');
+  SECTION("a safetensors file that is no dtrain checkpoint") {
+    std::filesystem::remove(config.checkpoint.dir + "/checkpoint-epoch-000001.safetensors");
+    // What `safetensors.torch.save_file({"w": torch.zeros(1)})` writes: the layout, no dtrain records.
+    const std::string header = R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+    std::string bytes(8, '\0');
+    bytes[0] = static_cast<char>(header.size());
+    std::ofstream(config.checkpoint.dir + "/checkpoint-epoch-000009.safetensors") << bytes << header << std::string(4, '\0');
     CHECK_THROWS_WITH(test::train_alone(config, *workload),
-                      Contains("checkpoint-epoch-000009.pt: it holds no records, so it is not a dtrain checkpoint"));
+                      Contains("checkpoint-epoch-000009.safetensors: it is a safetensors file but not a dtrain checkpoint"));
   }
   SECTION("another workload") {
     class Renamed final : public Workload {

@@ -53,7 +53,9 @@ def run(dtrain, options, tmp, threads, device="cpu"):
         records = [json.loads(line) for line in f]
     checkpoints = [r for r in records if r["event"] == "checkpoint"]
     epoch = next(r for r in records if r["event"] == "epoch_end")
-    sizes = [os.path.getsize(p) for p in glob.glob(os.path.join(logs, "*", "checkpoints", "*.safetensors"))]
+    # Format 5 (*.safetensors) and, run with a dtrain 0.1 binary for comparison, format 4 (*.pt).
+    sizes = [os.path.getsize(p) for p in glob.glob(os.path.join(logs, "*", "checkpoints", "checkpoint-epoch-*"))
+             if p.endswith((".safetensors", ".pt"))]
     return checkpoints, epoch, max(sizes) if sizes else 0
 
 

@@ -275,6 +275,33 @@ class Job final {
   void apply_launcher(TrainConfig& config, const ConfigSources& sources);
   int train(const CommandLine& cmd, const Workload& workload, BackendKind backend, DeviceKind device, int cuda_device,
             const ThreadChoice& threads);
+  // The reducers of the run, and the network probe that sized their buckets (comm.bucket_sizing network,
+  // 2 or more ranks, not deterministic: collective, once), or the failure the ranks agreed on.
+  struct Reducers {
+    ReducerFactory factory;
+    std::optional<BucketProbeRecord> probe;
+    Failure failure;
+  };
+  Reducers plan_reducers(const TrainConfig& config, Communicator& comm, c10::Device device, const WaitOptions& wait);
+  // The stop watchdog's first words (who asked) and last words (a stop that ends the process at once).
+  void install_stop_words(const std::string& checkpoint_dir);
+  // The trainer and what watches its loop, declared so that the watchers outlive nothing they watch.
+  struct Watchers {
+    std::unique_ptr<Trainer> trainer;
+    std::unique_ptr<RunTelemetry> telemetry;
+    std::unique_ptr<ResourceMonitor> resources;
+    std::unique_ptr<ProfileWindow> profile;
+#if DTRAIN_WITH_CURL
+    std::unique_ptr<TrainerStatusReporter> trainer_status;  // rank 0, where Kubeflow Trainer asks for progress
+#endif
+  };
+  // Local: the run log (rank 0 writes it), the trainer (it loads the data) and its observers.
+  void build_trainer(const TrainConfig& config, const TrainConfig& run_config, const Workload& workload, Communicator& comm,
+                     const ReducerFactory& make_reducer, c10::Device device, const ThreadChoice& threads,
+                     const RunDirectory* run_dir, Watchers& watchers);
+  // What the run_start record says of the run.
+  RunInfo run_info(const TrainConfig& config, const TrainConfig& run_config, const RunDirectory* run_dir,
+                   const Communicator& comm, c10::Device device, const ThreadChoice& threads) const;
   void start_heartbeat(double timeout_s);
   // The stop watchdog's last words (set_stop_last_words): rank 0 records the stop that ends the process
   // at once; returns where the run was.
@@ -360,6 +387,121 @@ int Job::run(int argc, char** argv) {
   return train(cmd, *workload, backend, device, cuda_device, threads);
 }
 
+Job::Reducers Job::plan_reducers(const TrainConfig& config, Communicator& comm, c10::Device device, const WaitOptions& wait) {
+  Reducers reducers;
+  ReducerOptions options;
+  options.buckets = BucketOptions{static_cast<size_t>(config.comm.bucket_mb * (1 << 20)),
+                                  static_cast<size_t>(config.comm.first_bucket_mb * (1 << 20))};
+  options.compress_bf16 = config.comm.compress == Compression::kBf16;
+  // comm.bucket_sizing network: the probe runs once, and each reducer's buckets follow from it and the
+  // bytes of its model's gradients. train.deterministic sums whole gradients in its tree after backward:
+  // it has no buckets to size.
+  std::optional<AllreduceFit> fit;
+  double compute_cores = 0.0;
+  if (config.comm.bucket_sizing == BucketSizing::kNetwork && comm.world_size() > 1 && !config.train.deterministic) {
+    reducers.failure = agree(wait, [&] { fit = probe_allreduce(comm, device); });
+    if (reducers.failure.failed()) return reducers;
+    if (device.is_cpu()) compute_cores = cores_per_rank(read_cpu_facts(), session_.local_world_size());
+    reducers.probe = BucketProbeRecord{fit->latency_s, fit->bytes_per_s, fit->small_bytes, fit->small_s, fit->small_cpu_s,
+                                       fit->large_bytes, fit->large_s, fit->probe_s, compute_cores,
+                                       per_bucket_s(*fit, compute_cores)};
+  }
+  // The trainer's batch plan says whether the run is deterministic and how its shards are shared.
+  reducers.factory = [options, fit, compute_cores](std::vector<at::Tensor> params, const std::vector<at::Tensor>& buffers,
+                                                   Communicator& c, const ReducerPlan& plan) -> std::unique_ptr<GradReducer> {
+    if (plan.shards > 0) {
+      return std::make_unique<ShardTreeReducer>(std::move(params), buffers, c, plan.shards, plan.sharing_ranks);
+    }
+    ReducerOptions sized = options;
+    if (fit) {
+      int64_t gradient_bytes = 0;
+      for (const at::Tensor& p : params) gradient_bytes += static_cast<int64_t>(p.nbytes());
+      sized.buckets = buckets_for_network(*fit, compute_cores, gradient_bytes, options.buckets);
+    }
+    return std::make_unique<BucketedReducer>(std::move(params), buffers, c, sized);
+  };
+  return reducers;
+}
+
+void Job::install_stop_words(const std::string& checkpoint_dir) {
+  set_stop_first_words([this](int signal, pid_t sender) {
+    if (RunLogger* logger = log_sink_.load()) logger->warning(stop_request_text(signal, sender));
+  });
+  set_stop_last_words([this, checkpoint_dir](int signal, const std::string& why) {
+    if (signal == 0) {
+      // Not a stop: the process ends for `why` (a worker whose agent is gone), recorded as the error it is.
+      if (RunLogger* logger = log_sink_.load()) logger->error(why, 0, activity_.snapshot());
+      write_elastic_error_file(process_environment(), kExitComm, why);
+      return "the run was " + describe(activity_.snapshot());
+    }
+    std::string where = record_stop_at_once(signal, why, checkpoint_dir);
+    write_elastic_error_file(process_environment(), kExitSignalBase + signal,
+                             "stopped at once by " + signal_name(signal) + ": " + why + " (" + where + ")");
+    return where;
+  });
+}
+
+void Job::build_trainer(const TrainConfig& config, const TrainConfig& run_config, const Workload& workload,
+                        Communicator& comm, const ReducerFactory& make_reducer, c10::Device device,
+                        const ThreadChoice& threads, const RunDirectory* run_dir, Watchers& watchers) {
+  logger_ = std::make_unique<RunLogger>(config.log, session_.is_root(),
+                                        run_dir ? std::optional<Directory>(run_dir->directory()) : std::nullopt);
+  log_sink_.store(logger_.get());
+  if (!launcher_note_.empty()) logger_->warning(launcher_note_);
+  if (!threads.warning.empty()) logger_->warning(threads.warning);
+  if (!restart_note_.empty()) logger_->info(restart_note_);
+  if (run_dir && !run_dir->note().empty()) logger_->info(run_dir->note());
+  watchers.trainer = std::make_unique<Trainer>(run_config, workload, comm, *logger_, make_reducer, device, &activity_);
+  Trainer& trainer = *watchers.trainer;
+  // What watches the loop: the epoch records' FLOPs, MFU and network figures, resource samples, the
+  // profiler window.
+  watchers.telemetry = std::make_unique<RunTelemetry>(trainer.train_options(), comm, *logger_, device);
+  watchers.resources = std::make_unique<ResourceMonitor>(run_config.log, comm, *logger_, device);
+  watchers.profile = std::make_unique<ProfileWindow>(run_config.log, comm, *logger_, device);
+  trainer.observe(*watchers.telemetry);
+  trainer.observe(*watchers.resources);
+  trainer.observe(*watchers.profile);
+  // Kubeflow Trainer's status server, where the TrainJob asks for progress (KUBEFLOW_TRAINER_SERVER_URL).
+  const char* status_url = std::getenv("KUBEFLOW_TRAINER_SERVER_URL");
+  if (session_.is_root() && status_url != nullptr && *status_url != '\0') {
+#if DTRAIN_WITH_CURL
+    watchers.trainer_status = std::make_unique<TrainerStatusReporter>(*trainer_status_endpoint_from_env(),
+                                                                      run_config.train.epochs, *logger_);
+    trainer.observe(*watchers.trainer_status);
+#else
+    logger_->warning("KUBEFLOW_TRAINER_SERVER_URL is set, but this dtrain was built without libcurl "
+                     "(DTRAIN_WITH_CURL): it posts no progress to Kubeflow Trainer's status server");
+#endif
+  }
+  trainer.stop_on([] { return stop_signal(); });
+}
+
+RunInfo Job::run_info(const TrainConfig& config, const TrainConfig& run_config, const RunDirectory* run_dir,
+                      const Communicator& comm, c10::Device device, const ThreadChoice& threads) const {
+  RunInfo info;
+  info.workload = config.workload;
+  info.config_yaml = to_yaml(config, schema_);
+  info.config_changes = config_changes(config, schema_);
+  if (run_dir) info.run_name = run_dir->name();
+  info.checkpoint_dir = run_config.checkpoint.dir;
+  info.world_size = session_.world_size();
+  info.hosts = session_.unique_hosts();
+  info.rank_hosts = session_.hostnames();
+  info.ranks_per_host = ranks_per_host(session_);
+  info.backend = comm.backend_name();
+  info.device = device.str();
+  info.threads_per_rank = threads.threads;
+  info.threads_source = threads.source;
+  info.torch_version = TORCH_VERSION;
+  info.bootstrap = to_string(session_.kind());
+  info.launcher = session_.description();
+  info.restart_count = session_.restart_count();
+  info.joined_unix_s = joined_unix_s_;
+  info.dtrain_version = DTRAIN_VERSION;
+  if (session_.is_root()) info.network = network_info(session_, info.backend);
+  return info;
+}
+
 int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind backend, DeviceKind device,
                int cuda_device, const ThreadChoice& threads) {
   const TrainConfig& config = cmd.config;
@@ -381,39 +523,8 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
   const c10::Device compute_device = device == DeviceKind::kCuda
                                          ? c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(cuda_device))
                                          : c10::Device(c10::DeviceType::CPU);
-  ReducerOptions reducer_options;
-  reducer_options.buckets = BucketOptions{static_cast<size_t>(config.comm.bucket_mb * (1 << 20)),
-                                          static_cast<size_t>(config.comm.first_bucket_mb * (1 << 20))};
-  reducer_options.compress_bf16 = config.comm.compress == Compression::kBf16;
-  // comm.bucket_sizing network: the probe runs once, and each reducer's buckets follow from it and the
-  // bytes of its model's gradients.
-  std::optional<AllreduceFit> fit;
-  std::optional<BucketProbeRecord> bucket_probe;
-  double compute_cores = 0.0;
-  // train.deterministic sums whole gradients in its tree after backward: it has no buckets to size.
-  if (config.comm.bucket_sizing == BucketSizing::kNetwork && comm->world_size() > 1 && !config.train.deterministic) {
-    const Failure probe_failure = agree(wait, [&] { fit = probe_allreduce(*comm, compute_device); });
-    if (probe_failure.failed()) return fail_together(probe_failure);
-    if (device != DeviceKind::kCuda) compute_cores = cores_per_rank(read_cpu_facts(), session_.local_world_size());
-    bucket_probe = BucketProbeRecord{fit->latency_s, fit->bytes_per_s, fit->small_bytes, fit->small_s, fit->small_cpu_s,
-                                     fit->large_bytes, fit->large_s, fit->probe_s, compute_cores,
-                                     per_bucket_s(*fit, compute_cores)};
-  }
-  // The trainer's batch plan says whether the run is deterministic and how its shards are shared.
-  ReducerFactory make_reducer = [reducer_options, fit, compute_cores](
-                                    std::vector<at::Tensor> params, const std::vector<at::Tensor>& buffers,
-                                    Communicator& c, const ReducerPlan& plan) -> std::unique_ptr<GradReducer> {
-    if (plan.shards > 0) {
-      return std::make_unique<ShardTreeReducer>(std::move(params), buffers, c, plan.shards, plan.sharing_ranks);
-    }
-    ReducerOptions options = reducer_options;
-    if (fit) {
-      int64_t gradient_bytes = 0;
-      for (const at::Tensor& p : params) gradient_bytes += static_cast<int64_t>(p.nbytes());
-      options.buckets = buckets_for_network(*fit, compute_cores, gradient_bytes, reducer_options.buckets);
-    }
-    return std::make_unique<BucketedReducer>(std::move(params), buffers, c, options);
-  };
+  const Reducers reducers = plan_reducers(config, *comm, compute_device, wait);
+  if (reducers.failure.failed()) return fail_together(reducers.failure);
 
   // Rank 0 chooses the run's directory and locks it (and a shared checkpoint.dir); every rank learns where
   // its checkpoints are, so that messages name the same paths everywhere. Under an elastic agent the
@@ -433,89 +544,21 @@ int Job::train(const CommandLine& cmd, const Workload& workload, BackendKind bac
   if (failure.failed()) return fail_together(failure);
   // Rank 0's checkpoint copy in memory outlives a failed worker only when an agent will restart it.
   if (session_.is_root() && !session_.elastic_agent()) memory_checkpoints_ = run_config.checkpoint;
-  set_stop_first_words([this](int signal, pid_t sender) {
-    if (RunLogger* logger = log_sink_.load()) logger->warning(stop_request_text(signal, sender));
-  });
-  set_stop_last_words([this, checkpoint_dir = run_config.checkpoint.dir](int signal, const std::string& why) {
-    if (signal == 0) {
-      // Not a stop: the process ends for `why` (a worker whose agent is gone), recorded as the error it is.
-      if (RunLogger* logger = log_sink_.load()) logger->error(why, 0, activity_.snapshot());
-      write_elastic_error_file(process_environment(), kExitComm, why);
-      return "the run was " + describe(activity_.snapshot());
-    }
-    std::string where = record_stop_at_once(signal, why, checkpoint_dir);
-    write_elastic_error_file(process_environment(), kExitSignalBase + signal,
-                             "stopped at once by " + signal_name(signal) + ": " + why + " (" + where + ")");
-    return where;
-  });
+  install_stop_words(run_config.checkpoint.dir);
 
   // Building the trainer loads the data; restoring reads the checkpoint. Both fail the same way on every
   // rank (or on one, whose error the others adopt), so the ranks agree and exit together.
-  std::unique_ptr<Trainer> trainer;
-  // What watches the loop: the epoch records' FLOPs, MFU and network figures, resource samples, the
-  // profiler window.
-  std::unique_ptr<RunTelemetry> telemetry;
-  std::unique_ptr<ResourceMonitor> resources;
-  std::unique_ptr<ProfileWindow> profile;
-#if DTRAIN_WITH_CURL
-  std::unique_ptr<TrainerStatusReporter> trainer_status;  // rank 0, where Kubeflow Trainer asks for progress
-#endif
+  Watchers watchers;
   failure = agree(wait, [&] {
-    logger_ = std::make_unique<RunLogger>(config.log, session_.is_root(),
-                                          run_dir ? std::optional<Directory>(run_dir->directory()) : std::nullopt);
-    log_sink_.store(logger_.get());
-    if (!launcher_note_.empty()) logger_->warning(launcher_note_);
-    if (!threads.warning.empty()) logger_->warning(threads.warning);
-    if (!restart_note_.empty()) logger_->info(restart_note_);
-    if (run_dir && !run_dir->note().empty()) logger_->info(run_dir->note());
-    trainer = std::make_unique<Trainer>(run_config, workload, *comm, *logger_, make_reducer, compute_device, &activity_);
-    telemetry = std::make_unique<RunTelemetry>(trainer->train_options(), *comm, *logger_, compute_device);
-    resources = std::make_unique<ResourceMonitor>(run_config.log, *comm, *logger_, compute_device);
-    profile = std::make_unique<ProfileWindow>(run_config.log, *comm, *logger_, compute_device);
-    trainer->observe(*telemetry);
-    trainer->observe(*resources);
-    trainer->observe(*profile);
-    // Kubeflow Trainer's status server, where the TrainJob asks for progress (KUBEFLOW_TRAINER_SERVER_URL).
-    const char* status_url = std::getenv("KUBEFLOW_TRAINER_SERVER_URL");
-    if (session_.is_root() && status_url != nullptr && *status_url != '\0') {
-#if DTRAIN_WITH_CURL
-      trainer_status = std::make_unique<TrainerStatusReporter>(*trainer_status_endpoint_from_env(),
-                                                               run_config.train.epochs, *logger_);
-      trainer->observe(*trainer_status);
-#else
-      logger_->warning("KUBEFLOW_TRAINER_SERVER_URL is set, but this dtrain was built without libcurl "
-                       "(DTRAIN_WITH_CURL): it posts no progress to Kubeflow Trainer's status server");
-#endif
-    }
-    trainer->stop_on([] { return stop_signal(); });
+    build_trainer(config, run_config, workload, *comm, reducers.factory, compute_device, threads, run_dir.get(), watchers);
   });
-  if (!failure.failed()) failure = agree(wait, [&] { trainer->restore(); });
+  if (!failure.failed()) failure = agree(wait, [&] { watchers.trainer->restore(); });
   if (failure.failed()) return fail_together(failure);
 
-  RunInfo info;
-  info.workload = config.workload;
-  info.config_yaml = to_yaml(config, schema_);
-  info.config_changes = config_changes(config, schema_);
-  if (run_dir) info.run_name = run_dir->name();
-  info.checkpoint_dir = run_config.checkpoint.dir;
-  info.world_size = session_.world_size();
-  info.hosts = session_.unique_hosts();
-  info.rank_hosts = session_.hostnames();
-  info.ranks_per_host = ranks_per_host(session_);
-  info.backend = comm->backend_name();
-  info.device = compute_device.str();
-  info.threads_per_rank = threads.threads;
-  info.threads_source = threads.source;
-  info.torch_version = TORCH_VERSION;
-  info.bootstrap = to_string(session_.kind());
-  info.launcher = session_.description();
-  info.restart_count = session_.restart_count();
-  info.joined_unix_s = joined_unix_s_;
-  info.dtrain_version = DTRAIN_VERSION;
-  if (session_.is_root()) info.network = network_info(session_, info.backend);
-  info.bucket_probe = bucket_probe;
+  RunInfo info = run_info(config, run_config, run_dir.get(), *comm, compute_device, threads);
+  info.bucket_probe = reducers.probe;
   try {
-    trainer->run(std::move(info));
+    watchers.trainer->run(std::move(info));
   } catch (const NonFiniteError& e) {
     // Decided from values reduced over all ranks: every rank stops at the same step with this error.
     return fail_together(failure_from(e));

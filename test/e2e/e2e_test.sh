@@ -290,7 +290,7 @@ data = bytearray(open(path, 'rb').read())
 data[len(data) // 2] ^= 0x10
 open(path, 'wb').write(data)" ck-flip/checkpoint-epoch-000002.safetensors &&
    run_np 2 "${fast[@]}" --epochs 3 --checkpoint-dir ck-flip --log-dir logs-flip --resume >flip2.out 2>&1 &&
-   grep -q "dtrain: warning: passed over a damaged checkpoint, ck-flip/checkpoint-epoch-000002.safetensors: record '.*' fails its CRC-32 check" flip2.out &&
+   grep -q "dtrain: warning: passed over a damaged checkpoint, ck-flip/checkpoint-epoch-000002.safetensors: tensor '.*' fails its CRC-32 check" flip2.out &&
    grep -q "resumed at epoch 2 from ck-flip/checkpoint-epoch-000001.safetensors" flip2.out &&
    grep -q '"event":"warning".*passed over a damaged checkpoint' logs-flip/*/events.jsonl; then
   pass "a bit flipped in the newest checkpoint: named, passed over, resumed from the one before"
@@ -522,13 +522,13 @@ fi
 resnet=(--workload resnet18 --synthetic --image-size 32 --batch-size 8 --max-steps 3 --epochs 3 --eval-samples 16
         --log-interval 0 --checkpoint-keep 0)
 # kill_mid_write DIR LAUNCH...: runs LAUNCH and kills rank 0's dtrain -9 the moment the checkpoint of epoch 2
-# exists in DIR only as its temporary (checkpoint-epoch-000002.pt.<random>.tmp).
+# exists in DIR only as its temporary (checkpoint-epoch-000002.safetensors.<random>.tmp).
 kill_mid_write() {
   /usr/bin/python3 - "$@" <<'PY'
 import glob, os, signal, subprocess, sys, time
 ck, launch = sys.argv[1], sys.argv[2:]
 run = subprocess.Popen(launch, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-tmp = os.path.join(ck, "checkpoint-epoch-000002.pt.*.tmp")
+tmp = os.path.join(ck, "checkpoint-epoch-000002.safetensors.*.tmp")
 def rank0():
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:

@@ -248,14 +248,14 @@ TEST_CASE("a resumed run removes the partial checkpoint a killed write left, and
     checkpoints = first->checkpoint_dir();
   }
   std::ofstream(checkpoints + "/checkpoint-epoch-000001.safetensors") << "a whole checkpoint";
-  std::ofstream(checkpoints + "/checkpoint-epoch-000002-step-00000040.pt.0123456789ab.tmp") << "half a check";
+  std::ofstream(checkpoints + "/checkpoint-epoch-000002-step-00000040.safetensors.0123456789ab.tmp") << "half a check";
   std::ofstream(checkpoints + "/checkpoint-epoch-000002-step-00000030.pt.tmp") << "an older version's";
   std::ofstream(checkpoints + "/notes.tmp") << "not dtrain's";
   config.checkpoint.resume = true;
   const auto resumed = RunDirectory::open(config, 0);
   REQUIRE(resumed->checkpoint_dir() == checkpoints);
   CHECK(fs::exists(checkpoints + "/checkpoint-epoch-000001.safetensors"));
-  CHECK_FALSE(fs::exists(checkpoints + "/checkpoint-epoch-000002-step-00000040.pt.0123456789ab.tmp"));
+  CHECK_FALSE(fs::exists(checkpoints + "/checkpoint-epoch-000002-step-00000040.safetensors.0123456789ab.tmp"));
   CHECK_FALSE(fs::exists(checkpoints + "/checkpoint-epoch-000002-step-00000030.pt.tmp"));
   CHECK(fs::exists(checkpoints + "/notes.tmp"));
   CHECK_THAT(resumed->note(), Contains("removed 2 partial checkpoint file(s) (*.tmp) from " + checkpoints));

@@ -96,8 +96,8 @@ struct Choice {
 // the metadata a generous allowance. A file named like a checkpoint that is larger is not one of this
 // run's, and is refused before it is read (a 3 GB sparse file once took 31 s and 4.6 GB to pass over).
 uint64_t checkpoint_size_bound(const std::vector<TrainedModule>& modules) {
-  constexpr uint64_t kPerTensorBytes = 16 << 10;  // zip headers, 64-byte alignment, pickle entries
-  constexpr uint64_t kFixedBytes = 64 << 20;      // metadata, RNG states, labels, code records
+  constexpr uint64_t kPerTensorBytes = 16 << 10;  // its header entry and CRC record (a few hundred bytes)
+  constexpr uint64_t kFixedBytes = 64 << 20;      // the metadata: labels, metrics, options
   uint64_t bound = kFixedBytes;
   for (const TrainedModule& m : modules) {
     for (const at::Tensor& p : m.module->parameters()) bound += 4 * (static_cast<uint64_t>(p.nbytes()) + kPerTensorBytes);

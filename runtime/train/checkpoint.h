@@ -50,8 +50,7 @@ class CheckpointSnapshot final {
   // metrics once it is evaluated; the position of an epoch whose evaluation a stop cut short).
   const CheckpointMeta& meta() const { return meta_; }
   void set_meta(CheckpointMeta meta);
-  // Refers to the live tensors (taken without copies, or with an optimizer no copy is made of): persist
-  // it before training goes on.
+  // Refers to the live tensors (taken without copies): persist it before training goes on.
   bool live() const { return live_; }
 
  private:
@@ -73,8 +72,8 @@ class Checkpointer final {
   ~Checkpointer();
 
   // Rank 0: the state of `modules` at `meta`'s position, for persist(); empty on other ranks. With
-  // kHostCopy every tensor is copied to host memory (pinned, from a GPU) before it returns, unless an
-  // optimizer is of a type copy_optimizer does not know: then the snapshot is live().
+  // kHostCopy every tensor is copied to host memory (pinned, from a GPU) before it returns. Throws Error
+  // for an optimizer whose state a checkpoint cannot name (optimizer_state.h: SGD, Adam, AdamW, Adadelta).
   // The copies are kept for the next snapshot, which copies into them once this one is persisted:
   // memory already mapped takes a memcpy, fresh memory its page faults too (resnet50's 183 MiB on a
   // 2-core VM: 45-59 ms with fresh copies, see docs/benchmarks.md).
@@ -119,7 +118,7 @@ class Checkpointer final {
   // parameters whose names, shapes or dtypes differ from the module's (checked before anything is
   // loaded) or non-finite values, or was trained on data whose `labels` (WorkloadData::labels) differ.
   // Only checkpoints of format 5 load (checkpoint_format.h); the newest being of format 4 (dtrain 0.1's
-  // LibTorch archives, *.safetensors) throws DataError naming scripts/convert_checkpoint.py.
+  // LibTorch archives, *.pt) throws DataError naming scripts/convert_checkpoint.py.
   Restored restore(std::vector<TrainedModule>& modules, const std::string& workload, const std::string& optimizer_name,
                    const std::string& labels = "") const;
 

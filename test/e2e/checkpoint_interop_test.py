@@ -21,44 +21,18 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-try:
-    import torch
-    import torch.nn.functional as F
-    from safetensors.torch import load_file, save_file
-except ImportError:
-    if os.environ.get("DTRAIN_SAFETENSORS_REEXEC"):
-        raise
-    os.environ["DTRAIN_SAFETENSORS_REEXEC"] = "1"
-    PYTHON = subprocess.run(["bash", os.path.join(HERE, "..", "..", "scripts", "install_safetensors.sh")], check=True,
-                            stdout=subprocess.PIPE, text=True).stdout.strip()
-    os.execv(PYTHON, [PYTHON, os.path.abspath(__file__)] + sys.argv[1:])
+sys.path[:0] = [os.path.join(HERE, "..", "support"), os.path.join(HERE, "..", "..", "bench", "peer")]
+from safetensors_env import require_safetensors  # noqa: E402
+
+require_safetensors()
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from mnist_ddp import Net  # noqa: E402  pytorch/examples' MNIST model, as the benchmark's peer has it
+from safetensors.torch import load_file, save_file  # noqa: E402
 
 DATA = "/usr/share/datasets/fashion-mnist"
 KATIB = re.compile(r"\{metricName: accuracy, metricValue: ([0-9.]+)\};\{metricName: loss, metricValue: ([0-9.]+)\}")
 EXPECTED_SKIP = 77
-
-
-class Net(torch.nn.Module):
-    """pytorch/examples' MNIST model (mnist/main.py), as its authors wrote it."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv1 = torch.nn.Conv2d(1, 32, 3, 1)
-        self.conv2 = torch.nn.Conv2d(32, 64, 3, 1)
-        self.dropout1 = torch.nn.Dropout(0.25)
-        self.dropout2 = torch.nn.Dropout(0.5)
-        self.fc1 = torch.nn.Linear(9216, 128)
-        self.fc2 = torch.nn.Linear(128, 10)
-
-    def forward(self, x):
-        x = F.relu(self.conv1(x))
-        x = F.relu(self.conv2(x))
-        x = F.max_pool2d(x, 2)
-        x = self.dropout1(x)
-        x = torch.flatten(x, 1)
-        x = F.relu(self.fc1(x))
-        x = self.dropout2(x)
-        return F.log_softmax(self.fc2(x), dim=1)
 
 
 def test_set():

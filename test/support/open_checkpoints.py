@@ -12,21 +12,15 @@ import argparse
 import glob
 import json
 import os
-import subprocess
 import sys
 import zlib
 
-try:
-    import torch
-    from safetensors import safe_open
-except ImportError:
-    if os.environ.get("DTRAIN_SAFETENSORS_REEXEC"):
-        raise
-    os.environ["DTRAIN_SAFETENSORS_REEXEC"] = "1"
-    ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-    PYTHON = subprocess.run(["bash", os.path.join(ROOT, "scripts", "install_safetensors.sh")], check=True,
-                            stdout=subprocess.PIPE, text=True).stdout.strip()
-    os.execv(PYTHON, [PYTHON, os.path.abspath(__file__)] + sys.argv[1:])
+import torch
+
+from safetensors_env import require_safetensors
+
+require_safetensors()
+from safetensors import safe_open  # noqa: E402
 
 
 def check(path):

@@ -5,6 +5,8 @@ read with PyPI's safetensors, the format's reference reader (re-run under script
 Python where this one lacks it).
 
 Usage: same_model.py [--differ] [--optimizer] [--tolerance T] [--min-tensors N] REFERENCE OTHER...
+       same_model.py --pairs FILE   (each line: "bitwise" or a tolerance, a name, REFERENCE, OTHER, tab-separated;
+                                     "bitwise" compares the optimizer state too: one process for many pairs)
 Each argument is a checkpoint file, or a checkpoint directory (its newest checkpoint-epoch-*.safetensors).
 Prints one "OTHER: k of n tensors differ [first names]" per OTHER, joined by "; ". Exit status 0 when
 every OTHER holds the reference's tensor names and values (bit for bit, or floating-point ones within
@@ -15,21 +17,14 @@ found compares equal to anything.
 import argparse
 import glob
 import os
-import subprocess
 import sys
 
 import torch
 
-try:
-    from safetensors.torch import load_file
-except ImportError:
-    if os.environ.get("DTRAIN_SAFETENSORS_REEXEC"):
-        raise
-    os.environ["DTRAIN_SAFETENSORS_REEXEC"] = "1"
-    ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-    PYTHON = subprocess.run(["bash", os.path.join(ROOT, "scripts", "install_safetensors.sh")], check=True,
-                            stdout=subprocess.PIPE, text=True).stdout.strip()
-    os.execv(PYTHON, [PYTHON, os.path.abspath(__file__)] + sys.argv[1:])
+from safetensors_env import require_safetensors
+
+require_safetensors()
+from safetensors.torch import load_file  # noqa: E402
 
 
 def checkpoint(path):
@@ -46,15 +41,39 @@ def model_tensors(path, optimizer=False):
             if optimizer or not name.startswith("optimizer.")}
 
 
+def compare_pairs(path, min_tensors):
+    failed = 0
+    with open(path) as f:
+        for line in f:
+            mode, name, reference, other = line.rstrip("\n").split("\t")
+            bitwise = mode == "bitwise"
+            a, b = model_tensors(reference, bitwise), model_tensors(other, bitwise)
+            tol = 0.0 if bitwise else float(mode)
+
+            def same(x, y):
+                return torch.equal(x, y) if tol == 0 or not x.is_floating_point() else \
+                    x.shape == y.shape and torch.allclose(x, y, rtol=tol, atol=tol)
+            differ = [n for n in a if n not in b or not same(a[n], b[n])] + sorted(set(b) - set(a))
+            ok = not differ and len(a) >= min_tensors
+            failed += 0 if ok else 1
+            print(f"{'ok  ' if ok else 'FAIL'} {name}: {len(differ)} of {len(a)} tensors differ {differ[:3] if differ else ''}".rstrip())
+    return 1 if failed else 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--differ", action="store_true", help="require every OTHER to differ somewhere")
     parser.add_argument("--tolerance", type=float, default=0.0)
     parser.add_argument("--min-tensors", type=int, default=1)
     parser.add_argument("--optimizer", action="store_true", help="compare the optimizer state too")
-    parser.add_argument("reference")
-    parser.add_argument("others", nargs="+")
+    parser.add_argument("--pairs", help="compare the pairs this file lists, one per line")
+    parser.add_argument("reference", nargs="?")
+    parser.add_argument("others", nargs="*")
     args = parser.parse_args()
+    if args.pairs:
+        return compare_pairs(args.pairs, args.min_tensors)
+    if not args.reference or not args.others:
+        parser.error("REFERENCE and at least one OTHER are needed")
 
     def same(a, b):
         if args.tolerance == 0 or not a.is_floating_point():

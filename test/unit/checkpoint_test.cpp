@@ -30,6 +30,16 @@ using namespace dtrain;
 using Catch::Matchers::Contains;
 
 
+namespace {
+
+// One SGD/Adam/... step of `model` on a fixed gradient: the optimizer's state changes in place.
+void fake_step(torch::nn::Module& model, torch::optim::Optimizer& optimizer, double gradient) {
+  for (at::Tensor& p : model.parameters()) p.mutable_grad() = at::full_like(p, gradient);
+  optimizer.step();
+}
+
+}  // namespace
+
 TEST_CASE("a checkpoint that does not fit the model is rejected before anything is loaded", "[checkpoint]") {
   test::TempDir dir;
   TrainConfig config = test::tiny_config(dir.path());
@@ -173,10 +183,7 @@ TEST_CASE("a real format-4 checkpoint is refused naming the converter, and conve
     auto model = workload->make_model({});
     std::vector<TrainedModule> modules;
     modules.push_back({"model", model, make_optimizer(config.train, *model), nullptr});
-    for (double g : {0.5, -0.25}) {
-      for (at::Tensor& p : model->parameters()) p.mutable_grad() = at::full_like(p, g) + at::rand_like(p);
-      modules[0].optimizer->step();
-    }
+    for (double g : {0.5, -0.25}) fake_step(*model, *modules[0].optimizer, g);
     CheckpointMeta meta;
     meta.epoch = 1;
     meta.epoch_samples = 64;
@@ -216,10 +223,7 @@ TEST_CASE("a real format-4 checkpoint is refused naming the converter, and conve
     CHECK(restored.checkpoint->labels == meta.labels);
     CHECK(at::equal(test::flat_params(*fresh), test::flat_params(*model)));
     // The state continues as the original's: one more step of each from the same gradient.
-    for (auto* m : {&modules, &loaded}) {
-      for (at::Tensor& p : (*m)[0].module->parameters()) p.mutable_grad() = at::full_like(p, 0.125);
-      (*m)[0].optimizer->step();
-    }
+    for (auto* m : {&modules, &loaded}) fake_step(*(*m)[0].module, *(*m)[0].optimizer, 0.125);
     CHECK(at::equal(test::flat_params(*fresh), test::flat_params(*model)));
   }
 }
@@ -236,10 +240,7 @@ TEST_CASE("optimizer state is saved by parameter name and restores bitwise for e
     auto model = workload->make_model({});
     std::vector<TrainedModule> modules;
     modules.push_back({"model", model, make_optimizer(config.train, *model), nullptr});
-    for (double g : {0.5, -0.25, 0.125}) {
-      for (at::Tensor& p : model->parameters()) p.mutable_grad() = at::full_like(p, g) + at::rand_like(p);
-      modules[0].optimizer->step();
-    }
+    for (double g : {0.5, -0.25, 0.125}) fake_step(*model, *modules[0].optimizer, g);
     LocalCommunicator comm;
     CheckpointMeta meta;
     meta.epoch = 1;
@@ -283,16 +284,6 @@ TEST_CASE("optimizer state is saved by parameter name and restores bitwise for e
     }
   }
 }
-
-namespace {
-
-// One SGD/Adam/... step of `model` on a fixed gradient: the optimizer's state changes in place.
-void fake_step(torch::nn::Module& model, torch::optim::Optimizer& optimizer, double gradient) {
-  for (at::Tensor& p : model.parameters()) p.mutable_grad() = at::full_like(p, gradient);
-  optimizer.step();
-}
-
-}  // namespace
 
 TEST_CASE("a checkpoint written behind training holds its step's state, whatever training does next",
           "[checkpoint]") {

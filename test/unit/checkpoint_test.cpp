@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -37,6 +38,24 @@ void fake_step(torch::nn::Module& model, torch::optim::Optimizer& optimizer, dou
   for (at::Tensor& p : model.parameters()) p.mutable_grad() = at::full_like(p, gradient);
   optimizer.step();
 }
+
+// A tiny model and its `kind` optimizer after steps on `gradients`: the optimizer holds state.
+struct SteppedModel {
+  test::TempDir dir;
+  TrainConfig config;
+  std::unique_ptr<ClassifierWorkload> workload = test::make_tiny_workload();
+  std::shared_ptr<torch::nn::Module> model;
+  std::vector<TrainedModule> modules;
+
+  SteppedModel(OptimizerKind kind, const std::function<void(TrainConfig&)>& configure, std::initializer_list<double> gradients)
+      : config(test::tiny_config(dir.path())) {
+    config.train.optimizer = kind;
+    configure(config);
+    model = workload->make_model({});
+    modules.push_back({"model", model, make_optimizer(config.train, *model), nullptr});
+    for (double g : gradients) fake_step(*model, *modules[0].optimizer, g);
+  }
+};
 
 }  // namespace
 
@@ -175,15 +194,11 @@ TEST_CASE("a real format-4 checkpoint is refused naming the converter, and conve
   for (const OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdam, OptimizerKind::kAdamW, OptimizerKind::kAdadelta}) {
     const std::string name = to_string(kind);
     INFO("optimizer " << name);
-    test::TempDir dir;
-    TrainConfig config = test::tiny_config(dir.path());
-    config.train.optimizer = kind;
-    config.train.lr = 0.01;
-    auto workload = test::make_tiny_workload();
-    auto model = workload->make_model({});
-    std::vector<TrainedModule> modules;
-    modules.push_back({"model", model, make_optimizer(config.train, *model), nullptr});
-    for (double g : {0.5, -0.25}) fake_step(*model, *modules[0].optimizer, g);
+    SteppedModel stepped(kind, [](TrainConfig& c) { c.train.lr = 0.01; }, {0.5, -0.25});
+    TrainConfig& config = stepped.config;
+    auto& workload = stepped.workload;
+    auto& model = stepped.model;
+    std::vector<TrainedModule>& modules = stepped.modules;
     CheckpointMeta meta;
     meta.epoch = 1;
     meta.epoch_samples = 64;
@@ -232,15 +247,11 @@ TEST_CASE("optimizer state is saved by parameter name and restores bitwise for e
   for (const OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdam, OptimizerKind::kAdamW, OptimizerKind::kAdadelta}) {
     const std::string name = to_string(kind);
     INFO("optimizer " << name);
-    test::TempDir dir;
-    TrainConfig config = test::tiny_config(dir.path());
-    config.train.optimizer = kind;
-    config.train.weight_decay = 0.01;
-    auto workload = test::make_tiny_workload();
-    auto model = workload->make_model({});
-    std::vector<TrainedModule> modules;
-    modules.push_back({"model", model, make_optimizer(config.train, *model), nullptr});
-    for (double g : {0.5, -0.25, 0.125}) fake_step(*model, *modules[0].optimizer, g);
+    SteppedModel stepped(kind, [](TrainConfig& c) { c.train.weight_decay = 0.01; }, {0.5, -0.25, 0.125});
+    TrainConfig& config = stepped.config;
+    auto& workload = stepped.workload;
+    auto& model = stepped.model;
+    std::vector<TrainedModule>& modules = stepped.modules;
     LocalCommunicator comm;
     CheckpointMeta meta;
     meta.epoch = 1;
